@@ -1,0 +1,203 @@
+"""Tests of `binding_nb.datasets`: counts, shapes, captions, determinism, render cache, PUG:SPARE loader.
+
+Run `pytest tests/test_datasets.py` (about a minute on 2 CPU cores); `--runslow` adds the full 224 px 3D build.
+"""
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from binding_nb import datasets as D
+from binding_nb.scenes import ConceptSpace, check_scenes
+
+
+@pytest.fixture(scope="module")
+def c2d():
+    return D.clevr2d(64)
+
+
+def test_clevr2d_counts_and_order(c2d):
+    assert len(c2d) == 600 and c2d.objects.shape == (600, 2, 2) and c2d.modality == "image"
+    check_scenes(c2d.space, c2d.objects, 2)
+    ids = c2d.object_ids()
+    assert (ids[:576] == np.stack(np.meshgrid(np.arange(24), np.arange(24), indexing="ij"), -1).reshape(-1, 2)).all()
+    assert (ids[576:, 0] == np.arange(24)).all() and (c2d.objects[576:, 1] == -1).all()
+    assert c2d.space.value_names == (tuple(D.CLEVR_COLORS), ("cube", "sphere", "cylinder"))
+    assert all(im.size == (64, 64) and im.mode == "RGB" for im in c2d.items)
+
+
+def test_clevr2d_captions(c2d):
+    i = int(np.flatnonzero((c2d.object_ids() == [5 * 3 + 0, 0 * 3 + 1]).all(1))[0])
+    assert c2d.captions[i] == "a purple cube and a gray sphere"
+    assert c2d.captions[576] == "a gray cube" and c2d.captions[-1] == "a yellow cylinder"
+    assert len(set(c2d.captions)) == 600
+
+
+def test_clevr2d_pixels_follow_labels():
+    ds = D.clevr2d(96)
+    px = np.stack([np.asarray(im) for im in ds.items]).astype(int)
+    colors = np.array(list(D.CLEVR_COLORS.values()))
+    left, right = px[:576, 48, 24], px[:576, 48, 72]          # centres of the two objects
+    assert np.abs(left - colors[ds.objects[:576, 0, 0]]).max() <= 2
+    assert np.abs(right - colors[ds.objects[:576, 1, 0]]).max() <= 2
+    # same colour, different shapes differ in pixels; a scene's left half depends only on its left object
+    assert (px[0, :, :48] == px[1, :, :48]).all() and (px[0] != px[1]).any()
+
+
+def test_clevr2d_deterministic_and_fingerprint(c2d):
+    again = D.clevr2d(64)
+    assert all((np.asarray(a) == np.asarray(b)).all() for a, b in zip(c2d.items[::37], again.items[::37]))
+    assert again.fingerprint == c2d.fingerprint
+    assert D.clevr2d(64, object_size=0.25).fingerprint != c2d.fingerprint
+
+
+def test_clevr2d_bad_input():
+    with pytest.raises(ValueError, match="size"): D.clevr2d(4)
+    with pytest.raises(ValueError, match="object_size"): D.clevr2d(64, object_size=0.9)
+
+
+def test_subset_and_getitem(c2d):
+    item = c2d[3]
+    assert item.caption == c2d.captions[3] and (item.objects == c2d.objects[3]).all() and item.item is c2d.items[3]
+    singles = c2d[c2d.sizes == 1]
+    assert len(singles) == 24 and singles.fingerprint != c2d.fingerprint and singles.space == c2d.space
+    assert c2d[:10].captions == c2d.captions[:10] and c2d.subset([5, 1]).captions == [c2d.captions[5], c2d.captions[1]]
+    with pytest.raises(ValueError, match="mask"): c2d.subset(np.ones(3, bool))
+    with pytest.raises(ValueError, match="out of range"): c2d.subset([600])
+
+
+def test_scene_dataset_validates():
+    sp = ConceptSpace([2, 2])
+    with pytest.raises(ValueError, match="one entry per scene"):
+        D.SceneDataset("x", ["a"], np.zeros((2, 1, 2), int), sp, ["a", "b"])
+    with pytest.raises(ValueError):
+        D.SceneDataset("x", ["a"], np.array([[[0, 5]]]), sp, ["a"])
+
+
+def test_text_captions():
+    t = D.text_captions()
+    assert len(t) == 160_400 and t.objects.shape == (160_400, 2, 2) and t.modality == "text"
+    assert t.items == t.captions and len(set(t.items)) == 160_400
+    assert t.items[0] == "a red circle and a red circle" and t.items[-1] == "a glossy fish"
+    assert t.space.values_per_concept == (20, 20)
+    ids = t.object_ids()
+    k = 123_457
+    a, b = t.objects[k]
+    assert t.items[k] == f"a {D.TEXT_ATTRIBUTES[a[0]]} {D.TEXT_NOUNS[a[1]]} and a {D.TEXT_ATTRIBUTES[b[0]]} {D.TEXT_NOUNS[b[1]]}"
+    assert (ids[160_000:, 0] == np.arange(400)).all() and (ids[160_000:, 1] == -1).all()
+    s = D.text_captions(n_pairs=10_000, seed=3)
+    assert len(s) == 10_400 and s.items == D.text_captions(n_pairs=10_000, seed=3).items
+    assert len(np.unique(s.object_ids()[:10_000], axis=0)) == 10_000
+    with pytest.raises(ValueError, match="n_pairs"): D.text_captions(n_pairs=200_000)
+
+
+def test_render_cache_corruption(tmp_path):
+    calls = []
+    def render(i):
+        calls.append(i)
+        return np.full((8, 8, 3), 30 * i, np.uint8)
+    keys = ["a", "b", "c"]
+    first = D.render_cached(keys, render, (8, 8, 3), tmp_path, progress=False)
+    assert calls == [0, 1, 2]
+    (tmp_path / "b.png").write_bytes(b"not a png")                          # corrupted
+    Image.new("RGB", (4, 4)).save(tmp_path / "c.png")                       # wrong size
+    with pytest.warns(UserWarning) as rec:
+        second = D.render_cached(keys, render, (8, 8, 3), tmp_path, progress=False)
+    msgs = " ".join(str(w.message) for w in rec)
+    assert "unreadable" in msgs and "shape" in msgs
+    assert calls == [0, 1, 2, 1, 2] and (first == second).all()
+    assert sorted(os.listdir(tmp_path)) == ["a.png", "b.png", "c.png"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                      # a clean cache hit warns about nothing
+        D.render_cached(keys, render, (8, 8, 3), tmp_path, progress=False)
+    assert calls == [0, 1, 2, 1, 2]
+
+
+def test_clevr3d_small_renders(tmp_path):
+    sp = D.clevr_space()
+    objs = np.asarray(sp.object_values(np.array([[15, 1], [2, -1]])))
+    ds = D.clevr3d(32, 4, objects=objs, cache_dir=tmp_path, progress=False)
+    assert len(ds) == 2 and ds.captions == ["a purple cube and a gray sphere", "a gray cylinder"]
+    assert ds.items[0].size == (32, 32)
+    files = list(tmp_path.rglob("*.png"))
+    assert len(files) == 2
+    fresh = D.clevr3d(32, 4, objects=objs, cache_dir=None, progress=False)
+    assert all((np.asarray(a) == np.asarray(b)).all() for a, b in zip(ds.items, fresh.items))   # deterministic
+    files[0].write_bytes(files[0].read_bytes()[:50])                                            # truncate one
+    with pytest.warns(UserWarning, match="re-rendering"):
+        again = D.clevr3d(32, 4, objects=objs, cache_dir=tmp_path, progress=False)
+    assert again.fingerprint == ds.fingerprint
+
+
+def test_clevr3d_bad_input():
+    with pytest.raises(ValueError, match="occlusion"): D.clevr3d(32, 4, n_objects=2, occlusion=True)
+    with pytest.raises(ValueError, match="n_objects"): D.clevr3d(32, 4, n_objects=4, cache_dir=None)
+
+
+def test_three_object_scenes():
+    s = D.three_object_scenes(300, seed=0)
+    ids = np.asarray(D.clevr_space().object_ids(s))
+    assert s.shape == (300, 3, 2) and len(np.unique(ids, axis=0)) == 300
+    assert (ids[:, 0] != ids[:, 1]).all() and (ids[:, 1] != ids[:, 2]).all() and (ids[:, 0] != ids[:, 2]).all()
+    assert (D.three_object_scenes(300, seed=0) == s).all()
+
+
+@pytest.mark.slow
+def test_clevr3d_full_build(tmp_path):
+    ds = D.clevr3d(cache_dir=tmp_path)
+    assert len(ds) == 600 and ds.items[0].size == (224, 224)
+
+
+def test_patterned_scenes():
+    p = D.patterned_scenes(48, seed=0)
+    assert len(p) == 625 and p.objects.shape == (625, 2, 2) and p.space.values_per_concept == (5, 5)
+    ids = p.object_ids()
+    assert (ids == np.stack(np.meshgrid(np.arange(25), np.arange(25), indexing="ij"), -1).reshape(-1, 2)).all()
+    assert p.captions[1] == "a plain circle and a plain square" and p.captions[-1] == "a wavy ring and a wavy ring"
+    again = D.patterned_scenes(48, seed=0)
+    assert all((np.asarray(a) == np.asarray(b)).all() for a, b in zip(p.items[::50], again.items[::50]))
+    assert again.fingerprint == p.fingerprint != D.patterned_scenes(48, seed=1).fingerprint
+    # jitter: two scenes with the same objects still differ; every half holds an object
+    px = np.stack([np.asarray(im) for im in p.items]).astype(float)
+    assert len({im.tobytes() for im in p.items}) == 625
+    assert px[:, :, :24].std((1, 2)).max(1).min() > 5 and px[:, :, 24:].std((1, 2)).max(1).min() > 5
+    s = D.patterned_scenes(32, singles=True)
+    assert len(s) == 650 and (s.sizes[625:] == 1).all()
+    with pytest.raises(ValueError, match="size"): D.patterned_scenes(8)
+
+
+def _fake_pug(root: Path, rows):
+    import pandas as pd
+    for i, r in enumerate(rows): Image.new("RGB", (20, 16), (40 * i, 10, 200)).save(root / r[0])
+    pd.DataFrame(rows, columns=list(D.PUG_COLUMNS.values())).to_csv(root / "labels.csv", index=False)
+
+
+def test_pug_spare_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist.*PUG"): D.pug_spare(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="labels.csv"): D.pug_spare(tmp_path)
+
+
+def test_pug_spare_fake_folder(tmp_path):
+    rows = [("x1.png", "Dog", "Red", "Cat", "Blue"), ("x2.png", "", "", "Bird", "Red"),
+            ("x3.png", "Cat", "Blue", "Dog", "Red"), ("x4.png", "blank", "Default", "blank", "Default")]
+    _fake_pug(tmp_path, rows)
+    ds = D.pug_spare(tmp_path, size=None)
+    assert len(ds) == 3 and isinstance(ds.items, D.ImageFiles)
+    assert ds.space.names == ("color", "animal") and ds.space.value_names == (("Blue", "Red"), ("Bird", "Cat", "Dog"))
+    assert ds.captions == ["a Red Dog and a Blue Cat", "a Red Bird", "a Blue Cat and a Red Dog"]
+    assert (ds.objects[1] == [[1, 0], [-1, -1]]).all()
+    assert ds[0].item.size == (20, 16) and np.asarray(ds[1].item)[0, 0].tolist() == [40, 10, 200]
+    sub = ds[[2, 0]]
+    assert isinstance(sub.items, D.ImageFiles) and sub.captions == [ds.captions[2], ds.captions[0]]
+    assert D.pug_spare(tmp_path, size=None).fingerprint == ds.fingerprint
+    assert D.pug_spare(tmp_path, size=8)[0].item.size == (8, 8)
+    renamed = tmp_path / "labels2.csv"
+    import pandas as pd
+    pd.read_csv(tmp_path / "labels.csv").rename(columns={"filename": "image"}).to_csv(renamed, index=False)
+    with pytest.raises(ValueError, match="column"): D.pug_spare(tmp_path, csv="labels2.csv")
+    assert len(D.pug_spare(tmp_path, csv="labels2.csv", columns=dict(path="image"))) == 3
+    (tmp_path / "x3.png").unlink()
+    with pytest.raises(FileNotFoundError, match="1 of 3"): D.pug_spare(tmp_path)

