@@ -18,16 +18,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from scipy import stats
 
-from .scenes import (ConceptSpace, coverage_split, hard_negatives, make_batch, make_generator, concept_recognition,
+from .scenes import (ConceptSpace, resolve_device, coverage_split, hard_negatives, make_batch, make_generator, concept_recognition,
                                object_recognition, object_recognition_among, sample_scenes, scene_length, tokenize_scenes,
                                tokenize_concept_queries, tokenize_object_queries, vocab)
 
 # %% auto #0
-__all__ = ['RESULT_COLUMNS', 'METRICS', 'RunConfig', 'resolve_device', 'check_config', 'check_output_dir', 'parse_list',
-           'sweep_configs', 'Block', 'Encoder', 'DualEncoder', 'n_parameters', 'soft_target_ce', 'batch_loss',
-           'RunData', 'run_data', 'embed_all_queries', 'consistent_object_sets', 'bag_of_concepts_accuracy', 'evaluate',
-           'warmup_linear_decay', 'load_checkpoint', 'build_model', 'load_model', 'train_run', 'forward_flops',
-           'step_flops', 'load_results', 'save_results', 'run_sweep', 'summarize', 'plot_coverage']
+__all__ = ['RESULT_COLUMNS', 'METRICS', 'RunConfig', 'check_config', 'check_output_dir', 'parse_list', 'sweep_configs', 'Block',
+           'Encoder', 'DualEncoder', 'n_parameters', 'soft_target_ce', 'batch_loss', 'RunData', 'run_data',
+           'embed_all_queries', 'consistent_object_sets', 'bag_of_concepts_accuracy', 'evaluate', 'warmup_linear_decay',
+           'load_checkpoint', 'build_model', 'load_model', 'train_run', 'forward_flops', 'step_flops', 'load_results',
+           'save_results', 'run_sweep', 'summarize', 'plot_coverage']
 
 # %% ../nbs/05_coverage.ipynb #31479775
 @dataclass
@@ -66,17 +66,6 @@ class RunConfig:
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    "`'auto'` -> CUDA when available, else CPU; anything else must name a device torch can use."
-    if str(device) == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try: dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"unknown device {device!r}: pass 'auto', 'cpu', 'cuda' or 'cuda:N'") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} asked for CUDA but none is available: pass device='cpu' or 'auto'")
-    if dev.type not in ("cpu", "cuda"): raise ValueError(f"unsupported device {device!r}: pass 'auto', 'cpu', 'cuda' or 'cuda:N'")
-    return dev
 
 def check_config(cfg: RunConfig) -> RunConfig:
     "Raise a `ValueError` that says what to change when a run's settings make no sense."

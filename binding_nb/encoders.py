@@ -25,15 +25,17 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from .scenes import resolve_device
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is missing, then falls back to the text bar
     from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['ENCODER_PREFIXES', 'CACHE_FORMAT', 'ImagePreprocess', 'Encoder', 'as_encoder', 'WeightsUnavailableError',
-           'hub_offline', 'file_signature', 'resolve_device', 'load_openclip', 'looks_like_path',
-           'preprocess_from_processor', 'load_hf', 'packaged_minilm', 'load_st', 'load_encoder', 'items_fingerprint',
-           'data_fingerprint', 'cache_key', 'cache_path', 'write_cache', 'read_cache', 'embed']
+           'hub_offline', 'file_signature', 'load_openclip', 'looks_like_path', 'preprocess_from_processor', 'load_hf',
+           'packaged_minilm', 'load_st', 'load_encoder', 'items_fingerprint', 'data_fingerprint', 'cache_key',
+           'cache_path', 'write_cache', 'read_cache', 'embed']
 
 # %% ../nbs/02_encoders.ipynb #82fc2fba
 @dataclass(frozen=True)
@@ -192,10 +194,7 @@ def _quiet_loading():
         logging.root.setLevel(root_level)
         if bar: tlog.enable_progress_bar()
 
-def resolve_device(device: str = "auto") -> str:
-    "'auto' -> 'cuda' when available, else 'cpu'; anything else is returned as given."
-    if device == "auto": return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+
 
 # %% ../nbs/02_encoders.ipynb #3d49b26d
 def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
@@ -219,7 +218,7 @@ def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "opena
     if arch not in open_clip.list_models():
         raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models(), e.g. 'ViT-B-32', 'ViT-B-16', 'RN50'")
     if modality not in ("image", "text"): raise ValueError(f"openclip modality must be 'image' or 'text', got {modality!r}")
-    device, name = resolve_device(device), f"openclip:{arch}"
+    device, name = str(resolve_device(device)), f"openclip:{arch}"
     if pretrained is True: pretrained = "openai"
     if quick_gelu is None: quick_gelu = bool((open_clip.get_pretrained_cfg(arch, "openai") or {}).get("quick_gelu", False))
     if pretrained is None or pretrained is False:
@@ -305,7 +304,7 @@ def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | No
             seed: int = 0, pooling: str | None = None) -> Encoder:
     "A Hugging Face vision or text model (`AutoModel`); `pretrained=None` gives the seeded random twin (config only)."
     from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoTokenizer
-    device, name = resolve_device(device), f"hf:{ident}"
+    device, name = str(resolve_device(device)), f"hf:{ident}"
     src = str(Path(pretrained).expanduser()) if isinstance(pretrained, str) else ident  # a local folder overrides the id
     is_dir = Path(src).expanduser().is_dir()
     if isinstance(pretrained, str) and not is_dir:
@@ -371,7 +370,7 @@ def load_st(ident: str, pretrained: str | bool | None = True, modality: str | No
     "A sentence-transformers text model; `pretrained=None` re-initialises its transformer weights (seeded)."
     from sentence_transformers import SentenceTransformer
     if modality not in (None, "text"): raise ValueError(f"st: models embed text; got modality={modality!r}")
-    device, name = resolve_device(device), f"st:{ident}"
+    device, name = str(resolve_device(device)), f"st:{ident}"
     example = f"load_encoder('st:/path/to/{ident.split('/')[-1]}') with a sentence-transformers folder"
     src, weights = (str(Path(pretrained).expanduser()) if isinstance(pretrained, str) else ident), None
     if not isinstance(pretrained, str) and ident.lower() in _PACKAGED_ST:

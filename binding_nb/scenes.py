@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['Array', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'make_generator', 'sample_scenes', 'Vocab', 'vocab',
-           'scene_length', 'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries',
+__all__ = ['Array', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'resolve_device', 'make_generator', 'sample_scenes', 'Vocab',
+           'vocab', 'scene_length', 'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries',
            'tokenize_object_queries', 'CoverageSplit', 'coverage_split', 'attribute_swap_negatives',
            'perturbation_negatives', 'hard_negatives', 'ranking_correct', 'present_value_mask', 'present_object_mask',
            'concept_recognition', 'object_recognition', 'object_recognition_among', 'concept_recognition_among',
@@ -158,13 +158,20 @@ def check_scenes(space: ConceptSpace, scenes: Array, max_objects: int | None = N
                              f"raise max_objects or drop the larger scenes")
     return scenes
 
-def _device(device: str | torch.device | None) -> torch.device:
-    if device is None or device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    "`'auto'` (or `None`) -> CUDA when available, else CPU; anything else must name a CPU or CUDA device that exists."
+    if device is None or str(device) == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try: dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"unknown device {device!r}: pass 'auto', 'cpu', 'cuda' or 'cuda:N'") from e
+    if dev.type not in ("cpu", "cuda"): raise ValueError(f"unsupported device {device!r}: pass 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asks for CUDA but none is available: pass device='cpu' or 'auto'")
+    return dev
 
 def make_generator(seed: int, device: str | torch.device | None = "cpu") -> torch.Generator:
     "A seeded `torch.Generator` on `device`."
-    return torch.Generator(device=_device(device)).manual_seed(int(seed))
+    return torch.Generator(device=resolve_device(device)).manual_seed(int(seed))
 
 def sample_scenes(space: ConceptSpace,
                   object_ids: Array,  # the ids scenes may use, e.g. a coverage split's train objects

@@ -9,8 +9,8 @@ import argparse, json, time
 
 import torch
 
-from binding_nb.coverage import RunConfig, batch_loss, build_model, resolve_device, run_data, step_flops
-from binding_nb.scenes import make_batch, make_generator
+from binding_nb.coverage import RunConfig, batch_loss, build_model, run_data, step_flops
+from binding_nb.scenes import make_batch, make_generator, resolve_device
 
 
 def sync(dev: torch.device) -> None:
