@@ -135,7 +135,7 @@ class Block(nn.Module):
         return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
 
 class Encoder(nn.Module):
-    "Token embedding + learned positions, `n_layers` pre-norm layers, final norm, EOS output projected to `d_out`."
+    "Token embedding + positional encoding (sinusoidal or learned), `n_layers` pre-norm layers, final norm, EOS output projected to `d_out`."
     def __init__(self, vocab_size: int, max_len: int, pad_id: int, d_model: int, n_layers: int, n_heads: int,
                  d_out: int, ffn_mult: int = 4, positional: str = "learned", embed_std: float = 0.02):
         super().__init__()
