@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from scipy import stats
 
-from .scenes import (ConceptSpace, resolve_device, coverage_split, hard_negatives, make_batch, make_generator, concept_recognition,
+from .scenes import (ConceptSpace, resolve_device, atomic_file, set_aside, coverage_split, hard_negatives, make_batch, make_generator, concept_recognition,
                                object_recognition, object_recognition_among, sample_scenes, scene_length, tokenize_scenes,
                                tokenize_concept_queries, tokenize_object_queries, vocab)
 
@@ -295,13 +295,11 @@ def warmup_linear_decay(steps: int, warmup_frac: float = 0.1):
 
 # %% ../nbs/05_coverage.ipynb #4689b0fe
 def _atomic_torch_save(obj, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp); os.replace(tmp, path)
+    with atomic_file(path) as f: torch.save(obj, f)
 
 def _set_aside(path: Path, why: str) -> Path:
     "Rename a file we will not trust (kept for the user, never deleted) and warn."
-    backup = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
-    os.replace(path, backup)
+    backup = set_aside(path)
     warnings.warn(f"{path} {why}; kept it as {backup.name} and started that run afresh")
     return backup
 
@@ -430,9 +428,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
 
 def save_results(df: pd.DataFrame, path: str | Path) -> None:
     "Write the table atomically (temp file in the same folder, then rename)."
-    path = Path(path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    df.to_csv(tmp, index=False); os.replace(tmp, path)
+    with atomic_file(path) as f: df.to_csv(f, index=False)
 
 def _has_row(df: pd.DataFrame, cfg: RunConfig) -> bool:
     if df.empty: return False

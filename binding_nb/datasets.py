@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .scenes import ConceptSpace, check_scenes, scene_sizes
+from .scenes import ConceptSpace, atomic_file, check_scenes, scene_sizes
 
 # %% auto #0
 __all__ = ['DATASETS_VERSION', 'CLEVR_COLORS', 'CLEVR_SHAPES', 'FLAT_SHAPES', 'TEXT_ATTRIBUTES', 'TEXT_NOUNS', 'PATTERNS',
@@ -252,14 +251,7 @@ def params_hash(params: dict) -> str:
 
 def save_png_atomic(pixels: np.ndarray, path: Path) -> None:
     "Write uint8 `[H, W, 3]` pixels to `path` as PNG via a temporary file and `os.replace`."
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f: Image.fromarray(pixels).save(f, format="PNG")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; a shared cache should be readable
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with atomic_file(path) as f: Image.fromarray(pixels).save(f, format="PNG")
 
 def load_cached_png(path: Path, shape: tuple) -> np.ndarray | None:
     "Pixels of a cached render, or None when it is missing, unreadable (with a warning) or of the wrong shape (warning)."

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import warnings
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from .scenes import resolve_device
+from .scenes import atomic_file, resolve_device, set_aside
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # tqdm.auto warns when ipywidgets is missing, then falls back to the text bar
@@ -475,18 +474,9 @@ def _array_digest(arr: np.ndarray) -> str: return hashlib.sha256(np.ascontiguous
 
 def write_cache(path: Path, embeddings: np.ndarray, key: str, fields: dict) -> None:
     "Write embeddings and their header atomically: temporary file in the same folder, fsync, `os.replace`."
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = dict(key=key, fields=fields, shape=list(embeddings.shape), dtype=str(embeddings.dtype),
                   sha256=_array_digest(embeddings), created=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, embeddings=embeddings, header=np.array(json.dumps(header)))
-            f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with atomic_file(path) as f: np.savez(f, embeddings=embeddings, header=np.array(json.dumps(header)))
 
 def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np.ndarray | None, str]:
     "The cached embeddings if the file at `path` is valid for `key` (else None) and, when invalid, why."
@@ -504,12 +494,6 @@ def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np
     for ok, why in checks:
         if not ok: return None, why
     return arr, ""
-
-def _set_aside(path: Path) -> Path:
-    "Move a bad cache file out of the way (kept for inspection) and return its new name."
-    aside = path.with_name(f"{path.stem}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.npz")
-    os.replace(path, aside)
-    return aside
 
 # %% ../nbs/02_encoders.ipynb #acb94bc4
 def _run_batches(enc: Encoder, items: list, batch_size: int, progress: bool, desc: str) -> np.ndarray:
@@ -551,7 +535,7 @@ def embed(encoder,                           # an Encoder, a name for `load_enco
         if path.exists():
             arr, why = read_cache(path, key, len(items), enc.dim)
             if arr is not None: return arr
-            warnings.warn(f"embedding cache {path} is {why}; moved it to {_set_aside(path).name} and recomputing", stacklevel=2)
+            warnings.warn(f"embedding cache {path} is {why}; moved it to {set_aside(path).name} and recomputing", stacklevel=2)
     arr = _run_batches(enc, items, batch_size, progress, desc=f"embed {enc.name} ({modality})")
     if path is not None: write_cache(path, arr, key, fields)
     return arr
