@@ -451,7 +451,7 @@ def _box_down(x: np.ndarray, ss: int) -> np.ndarray:
     "Average `ss x ss` pixel blocks of `[n, H, W]`."
     n, H, W = x.shape
     x = x.reshape(n, H // ss, ss, W // ss, ss)
-    return sum(x[:, :, a, :, b] for a in range(ss) for b in range(ss)) / (ss * ss)
+    return x.mean(axis=(2, 4))
 
 def render_patterned_tiles(values: np.ndarray,  # [n, 2] (pattern, object) of each instance
                            jitter: dict,        # per instance: scale, angle, dx, dy (tile fractions), hue

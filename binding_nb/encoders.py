@@ -425,6 +425,7 @@ def load_encoder(name: str | Callable | Encoder,  # 'openclip:<arch>', 'hf:<id o
 # %% ../nbs/02_encoders.ipynb #5fcaa8ff
 def _infer_modality(items: Sequence) -> str | None:
     if not len(items): return None
+    items = items if isinstance(items, (list, tuple)) else [items[0]]   # a lazy sequence: read one item, not all
     if all(isinstance(x, str) for x in items): return "text"
     if all(isinstance(x, Image.Image) for x in items): return "image"
     kinds = sorted({type(x).__name__ for x in items})
@@ -439,12 +440,12 @@ def items_fingerprint(items: Sequence) -> str:
         else: raise ValueError(f"cannot fingerprint an item of type {type(x).__name__}; items must be PIL images or strings")
     return h.hexdigest()
 
-def _items_of(data) -> list:
-    "The items of a dataset (anything with `.items`) or of a list."
-    if hasattr(data, "items") and not isinstance(data, dict): return list(data.items)
-    if isinstance(data, (str, bytes)) or not isinstance(data, Sequence):
+def _items_of(data) -> Sequence:
+    "The items of a dataset (anything with `.items`) or of a list; lazy sequences (e.g. `ImageFiles`) stay lazy."
+    items = data.items if hasattr(data, "items") and not isinstance(data, dict) else data
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise ValueError(f"expected a dataset with .items or a list of items, got {type(data).__name__}")
-    return list(data)
+    return items
 
 def data_fingerprint(data, items: list | None = None) -> str:
     "`dataset:<name>:<fingerprint>` for a dataset that has one, else a hash of the items."
@@ -501,7 +502,7 @@ def _run_batches(enc: Encoder, items: list, batch_size: int, progress: bool, des
     starts = range(0, len(items), batch_size)
     out: np.ndarray | None = None
     def prepare(i):
-        with torch.inference_mode(): return enc.prepare(items[i:i + batch_size])
+        with torch.inference_mode(): return enc.prepare(list(items[i:i + batch_size]))   # only this batch is read
     with ThreadPoolExecutor(max_workers=1) as pool, tqdm(total=len(items), desc=desc, disable=not progress, unit="item") as bar:
         pending = pool.submit(prepare, 0)
         for j, i in enumerate(starts):

@@ -297,3 +297,25 @@ def test_image_preprocess_matches_torchvision():
     assert d.mean() < 0.02 and d.max() < 0.3
     same = _images(3, size=(224, 224))  # already the right size: exact up to float rounding
     torch.testing.assert_close(pre(same), torch.stack([ref(im) for im in same]), atol=1e-5, rtol=0)
+
+
+def test_lazy_image_sequence_is_read_one_batch_at_a_time(tmp_path):
+    "A lazy `ImageFiles` (e.g. PUG:SPARE) must not be loaded whole: each batch reads only its own files."
+    from binding_nb.datasets import ImageFiles
+    for i in range(10): Image.fromarray(np.full((8, 8, 3), 20 * i, np.uint8)).save(tmp_path / f"{i}.png")
+    files = ImageFiles([tmp_path / f"{i}.png" for i in range(10)])
+    reads = []
+    class Counting(ImageFiles):
+        def __getitem__(self, i):
+            item = super().__getitem__(i)
+            if not isinstance(i, slice): reads.append(i)          # a file actually read
+            return item
+        def take(self, idx): return Counting([self.paths[int(j)] for j in np.asarray(idx).reshape(-1)], self.size)
+    lazy = Counting(files.paths)
+    batches = []
+    enc = as_encoder(lambda ims: (batches.append(len(ims)), np.stack([np.asarray(im, np.float32).mean((0, 1)) for im in ims]))[1],
+                     name="mean-colour")
+    out = embed(enc, lazy, batch_size=4, progress=False)
+    assert out.shape == (10, 3) and batches == [4, 4, 2]
+    assert len(reads) == 11          # each file read once, plus one to infer the modality: never the whole set
+    np.testing.assert_allclose(out[:, 0], 20 * np.arange(10))
