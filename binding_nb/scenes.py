@@ -485,13 +485,14 @@ def make_batch(space: ConceptSpace,
                generator: torch.Generator,  # on the same device
                n_perturb: int = 1,  # perturbation negatives per object
                allowed: torch.Tensor | None = None,  # [|O|] bool: objects that may appear as negatives (default: object_ids)
+               min_objects: int = 1,  # objects per scene: min_objects..max_objects
                ) -> SceneBatch:
     "One training batch of scenes with concept and object queries, hard negatives and labels."
-    if batch_size < 1 or max_objects < 1:
-        raise ValueError(f"batch_size and max_objects must be >= 1, got {batch_size} and {max_objects}")
+    if batch_size < 1 or not 1 <= min_objects <= max_objects:
+        raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} and {max_objects}")
     dev = object_ids.device
     if allowed is None: allowed = _allowed_mask(space, object_ids, dev)
-    scenes = _sample_scenes(space, object_ids, batch_size, max_objects, generator)
+    scenes = _sample_scenes(space, object_ids, batch_size, max_objects, generator, min_objects)
     ids = space.object_ids(scenes)                                                  # [B, M]
     swaps = attribute_swap_negatives(space, scenes, check=False)
     swaps = swaps.where(allowed[swaps.clamp_min(0)], -1)

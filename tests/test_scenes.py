@@ -43,9 +43,16 @@ def test_batch_never_contains_heldout_objects():
         assert np.isin(space.object_ids(b.scenes).numpy(), np.append(split.fit, -1)).all()
 
 
-@pytest.mark.parametrize("bad", [dict(batch_size=0), dict(max_objects=0)])
+@pytest.mark.parametrize("bad", [dict(batch_size=0), dict(max_objects=0), dict(min_objects=0), dict(min_objects=3)])
 def test_make_batch_rejects_bad_sizes(bad):
     space = ConceptSpace([4, 4])
     kw = dict(batch_size=8, max_objects=2) | bad
-    with pytest.raises(ValueError, match="must be >= 1"):
+    with pytest.raises(ValueError, match="1 <= min_objects <= max_objects"):
         make_batch(space, torch.arange(16), generator=make_generator(0), **kw)
+
+
+def test_make_batch_min_objects():
+    space = ConceptSpace([4, 4])
+    b = make_batch(space, torch.arange(16), 256, 3, make_generator(0), min_objects=2)
+    sizes = (b.scenes[..., 0] >= 0).sum(1)
+    assert sizes.min() == 2 and sizes.max() == 3
