@@ -199,14 +199,17 @@ def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     pos_mean = (scores.gather(1, pos.clamp_min(0)) * ok).sum(1) / ok.sum(1).clamp_min(1)
     return (scores.logsumexp(1) - pos_mean).mean()
 
-def batch_loss(model: DualEncoder, batch) -> tuple[torch.Tensor, dict]:
-    "Concept loss + object loss of one `SceneBatch`."
+def batch_loss(model: DualEncoder, batch, concept_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
+    "`concept_weight` x concept loss + object loss of one `SceneBatch` (weight 0: the concept queries are not even embedded)."
     s = model.embed_scenes(batch.scene_tokens)
-    c, o = model.embed_queries(batch.concept_queries, batch.object_queries)
     scale = model.scale()
-    lc = soft_target_ce(scale * s @ c.T, batch.concept_pos)
+    if concept_weight:
+        c, o = model.embed_queries(batch.concept_queries, batch.object_queries)
+        lc = soft_target_ce(scale * s @ c.T, batch.concept_pos)
+    else:
+        (o,), lc = model.embed_queries(batch.object_queries), s.new_zeros(())
     lo = soft_target_ce(scale * s @ o.T, batch.object_pos)
-    return lc + lo, {"concept_loss": lc.item(), "object_loss": lo.item()}
+    return concept_weight * lc + lo, {"concept_loss": lc.item(), "object_loss": lo.item()}
 
 # %% ../nbs/05_coverage.ipynb #e030aaf3
 @dataclass
@@ -300,7 +303,7 @@ def _atomic_torch_save(obj, path: Path) -> None:
 def _set_aside(path: Path, why: str) -> Path:
     "Rename a file we will not trust (kept for the user, never deleted) and warn."
     backup = set_aside(path)
-    warnings.warn(f"{path} {why}; kept it as {backup.name} and started that run afresh")
+    warnings.warn(f"{path} {why}; kept it as {backup.name} and started afresh")
     return backup
 
 def load_checkpoint(path: Path, cfg: RunConfig | None = None) -> dict | None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .scenes import ConceptSpace, atomic_file, check_scenes, scene_sizes
+from .scenes import ConceptSpace, atomic_file, check_scenes, scene_sizes, set_aside
 
 # %% auto #0
 __all__ = ['DATASETS_VERSION', 'CLEVR_COLORS', 'CLEVR_SHAPES', 'FLAT_SHAPES', 'TEXT_ATTRIBUTES', 'TEXT_NOUNS', 'PATTERNS',
@@ -254,17 +254,16 @@ def save_png_atomic(pixels: np.ndarray, path: Path) -> None:
     with atomic_file(path) as f: Image.fromarray(pixels).save(f, format="PNG")
 
 def load_cached_png(path: Path, shape: tuple) -> np.ndarray | None:
-    "Pixels of a cached render, or None when it is missing, unreadable (with a warning) or of the wrong shape (warning)."
+    "Pixels of a cached render, or None when it is missing, or unreadable or of the wrong shape (set aside, with a warning)."
     if not path.exists(): return None
     try:
         with Image.open(path) as im: pixels = np.asarray(im.convert("RGB"))
+        if pixels.shape == tuple(shape): return pixels
+        why = f"has shape {pixels.shape}, expected {tuple(shape)}"
     except Exception as e:
-        warnings.warn(f"cached render {path} is unreadable ({type(e).__name__}: {e}); re-rendering it")
-        return None
-    if pixels.shape != tuple(shape):
-        warnings.warn(f"cached render {path} has shape {pixels.shape}, expected {tuple(shape)}; re-rendering it")
-        return None
-    return pixels
+        why = f"is unreadable ({type(e).__name__}: {e})"
+    warnings.warn(f"cached render {path} {why}; kept it as {set_aside(path).name} and re-rendering it")
+    return None
 
 def render_cached(keys: Sequence[str],                     # one file name (without .png) per scene
                   render: Callable[[int], np.ndarray],     # scene index -> uint8 [H, W, 3]

@@ -13,15 +13,9 @@ import argparse, dataclasses, json, math, time
 import torch
 import torch.nn.functional as F
 
-from binding_nb.coverage import (RunConfig, batch_loss, build_model, consistent_object_sets, evaluate, soft_target_ce,
-                                 warmup_linear_decay)
+from binding_nb.coverage import RunConfig, batch_loss, build_model, consistent_object_sets, evaluate, warmup_linear_decay
+from binding_nb.datasets import all_pairs
 from binding_nb.scenes import make_batch, make_generator, tokenize_scenes
-
-
-def all_pairs(space) -> torch.Tensor:
-    "Every ordered two-object scene `[|O|^2, 2, C]`."
-    ids = torch.arange(space.n_objects)
-    return space.object_values(torch.cartesian_prod(ids, ids))
 
 
 def loss_levels(space, scenes: torch.Tensor) -> tuple[float, float]:
@@ -36,7 +30,9 @@ def supervised_steps(cfg: RunConfig, scenes: torch.Tensor, max_steps: int = 1000
     "Steps until the scene encoder + a linear head output every scene's object set exactly (None: not within max_steps)."
     space = cfg.space
     model = build_model(cfg, torch.device("cpu")).scene_encoder
-    head = torch.nn.Linear(cfg.d_out, space.n_objects)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        head = torch.nn.Linear(cfg.d_out, space.n_objects)
     target = torch.zeros(len(scenes), space.n_objects).scatter_(1, space.object_ids(scenes), 1.0)
     tokens = tokenize_scenes(space, scenes, 2)
     opt = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=cfg.lr)
@@ -57,16 +53,9 @@ def contrastive_run(cfg: RunConfig, scenes: torch.Tensor, concept_loss: bool) ->
     g, fit, tail = make_generator(cfg.seed, dev), torch.arange(space.n_objects), []
     for step in range(cfg.steps):
         batch = make_batch(space, fit, cfg.batch_size, 2, g, cfg.n_perturb, min_objects=2)
-        if concept_loss:
-            loss, parts = batch_loss(model, batch)
-            object_loss = parts["object_loss"]
-        else:
-            s = model.embed_scenes(batch.scene_tokens)
-            o, = model.embed_queries(batch.object_queries)
-            loss = soft_target_ce(model.scale() * s @ o.T, batch.object_pos)
-            object_loss = loss.item()
+        loss, parts = batch_loss(model, batch, concept_weight=float(concept_loss))
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
-        if step >= cfg.steps - 250: tail.append(object_loss)
+        if step >= cfg.steps - 250: tail.append(parts["object_loss"])
     model.eval()
     return dict(object_loss_last_250=round(sum(tail) / len(tail), 3),
                 object_acc=round(evaluate(model, space, scenes, 2, hard=False)["object_acc"], 3))
@@ -80,7 +69,7 @@ def main() -> None:
     a = p.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     cfg = RunConfig(C=2, V=3, coverage=1.0, steps=a.steps, device="cpu")
-    scenes = all_pairs(cfg.space)
+    scenes = torch.from_numpy(all_pairs(cfg.space, singles=False))
     floor, bag = loss_levels(cfg.space, scenes)
     t0 = time.perf_counter()
     print(json.dumps(dict(run="supervised", steps_to_all_correct=supervised_steps(cfg, scenes),

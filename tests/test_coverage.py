@@ -7,7 +7,8 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.coverage import RESULT_COLUMNS, RunConfig, load_checkpoint, run_sweep, train_run
+from binding_nb.coverage import RESULT_COLUMNS, RunConfig, batch_loss, build_model, load_checkpoint, run_data, run_sweep, train_run
+from binding_nb.scenes import make_batch, make_generator
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine (see the notebook's "Choosing the CPU defaults")
 NB = Path(__file__).resolve().parents[1] / "nbs" / "05_coverage.ipynb"
@@ -129,3 +130,16 @@ def test_corrupted_checkpoint_is_set_aside(tmp_path):
     with pytest.warns(UserWarning, match="could not be read"):
         assert load_checkpoint(ck, RunConfig(**CFG)) is None
     assert [p.name.startswith("run.pt.bad-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_batch_loss_concept_weight():
+    cfg = RunConfig(V=4, d_model=16, n_layers=1, d_out=8, device="cpu")
+    model, data = build_model(cfg, torch.device("cpu")), run_data(cfg, torch.device("cpu"))
+    batch = make_batch(data.space, data.fit, 32, 2, make_generator(0))
+    full, parts = batch_loss(model, batch)
+    torch.testing.assert_close(full.item(), parts["concept_loss"] + parts["object_loss"], rtol=1e-5, atol=1e-5)
+    half, _ = batch_loss(model, batch, concept_weight=0.5)
+    torch.testing.assert_close(half.item(), 0.5 * parts["concept_loss"] + parts["object_loss"], rtol=1e-5, atol=1e-5)
+    objects_only, parts0 = batch_loss(model, batch, concept_weight=0.0)
+    assert parts0["concept_loss"] == 0.0
+    torch.testing.assert_close(objects_only.item(), parts["object_loss"], rtol=1e-5, atol=1e-5)

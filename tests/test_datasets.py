@@ -109,7 +109,10 @@ def test_render_cache_corruption(tmp_path):
     msgs = " ".join(str(w.message) for w in rec)
     assert "unreadable" in msgs and "shape" in msgs
     assert calls == [0, 1, 2, 1, 2] and (first == second).all()
-    assert sorted(os.listdir(tmp_path)) == ["a.png", "b.png", "c.png"]
+    names = sorted(os.listdir(tmp_path))
+    assert names[:2] == ["a.png", "b.png"] and names[2].startswith("b.png.bad-") and names[2].endswith(".png")
+    assert names[3] == "c.png" and names[4].startswith("c.png.bad-") and len(names) == 5   # bad files kept aside
+    assert (tmp_path / names[2]).read_bytes() == b"not a png"
     with warnings.catch_warnings():
         warnings.simplefilter("error")                                      # a clean cache hit warns about nothing
         D.render_cached(keys, render, (8, 8, 3), tmp_path, progress=False)
