@@ -7,7 +7,8 @@ import argparse, json, time
 
 import torch
 
-from binding_nb.scenes import ConceptSpace, coverage_split, make_batch, make_generator
+from binding_nb.scenes import ConceptSpace, coverage_split, make_batch
+from binding_nb.utils import make_generator
 
 
 def main() -> None:

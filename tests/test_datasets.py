@@ -204,3 +204,44 @@ def test_pug_spare_fake_folder(tmp_path):
     assert len(D.pug_spare(tmp_path, csv="labels2.csv", columns=dict(path="image"))) == 3
     (tmp_path / "x3.png").unlink()
     with pytest.raises(FileNotFoundError, match="1 of 3"): D.pug_spare(tmp_path)
+
+
+# Fingerprints key users' embedding caches and 3D render caches (hours to rebuild): these values were computed with the
+# library before its hashes moved onto `binding_nb.utils.fingerprint`, and must never change for the same inputs.
+PINNED = dict(text50="0e4056452b5da930", text50_seed3_pairs_only="e464b629254e2326", clevr2d32="1db820c84794d582",
+              clevr2d32_singles="215007e8ae3212ca", clevr2d32_subset_5_1="ccc71a0de3d1367c",
+              clevr2d32_first10="90e0f371bbae302f", patterned32="30e4b759cd0f2b26")
+
+
+def test_fingerprints_pinned():
+    assert D.text_captions(n_pairs=50).fingerprint == PINNED["text50"]
+    assert D.text_captions(n_pairs=50, seed=3, singles=False).fingerprint == PINNED["text50_seed3_pairs_only"]
+    c = D.clevr2d(32)
+    assert c.fingerprint == PINNED["clevr2d32"]
+    assert c[c.sizes == 1].fingerprint == PINNED["clevr2d32_singles"]
+    assert c.subset([5, 1]).fingerprint == PINNED["clevr2d32_subset_5_1"]
+    assert c[:10].fingerprint == PINNED["clevr2d32_first10"]
+    assert D.patterned_scenes(32).fingerprint == PINNED["patterned32"]
+
+
+def test_render_cache_folder_pinned(tmp_path):
+    import mitsuba
+    if mitsuba.__version__ != "3.9.1":   # the renderer version is part of the key: other versions get other folders
+        pytest.skip(f"values pinned with mitsuba 3.9.1, installed {mitsuba.__version__}")
+    objs = np.asarray(D.clevr_space().object_values(np.array([[15, 1], [2, -1]])))
+    ds = D.clevr3d(16, 1, objects=objs, cache_dir=tmp_path, progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["clevr3d-v1-c2995bc467d6"]
+    assert sorted(p.name for p in (tmp_path / "clevr3d-v1-c2995bc467d6").iterdir()) == ["02.png", "15-01.png"]
+    assert ds.params["scenes"] == "912944afd7ae"
+
+
+def test_pug_fingerprints_pinned(tmp_path):
+    import pandas as pd
+    rows = [("a.png", "Dog", "Red", "Cat", "Blue"), ("b.png", "blank", "", "Cat", "Red")]
+    for i, r in enumerate(rows):   # the loader hashes file names, sizes and modification times, not pixels
+        (tmp_path / r[0]).write_bytes(bytes(10 + i))
+        os.utime(tmp_path / r[0], ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000 + i))
+    pd.DataFrame(rows, columns=list(D.PUG_COLUMNS.values())).to_csv(tmp_path / "labels.csv", index=False)
+    p = D.pug_spare(tmp_path, size=8)
+    assert p.items.stat_fingerprint() == "a2e7a794024583c8" and p.params["files"] == "a2e7a794024583c8"
+    assert p.fingerprint == "10f8bf42f4eb5d36" and p[[1]].fingerprint == "beb8b9871107bd7a"

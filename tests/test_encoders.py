@@ -319,3 +319,46 @@ def test_lazy_image_sequence_is_read_one_batch_at_a_time(tmp_path):
     assert out.shape == (10, 3) and batches == [4, 4, 2]
     assert len(reads) == 11          # each file read once, plus one to infer the modality: never the whole set
     np.testing.assert_allclose(out[:, 0], 20 * np.arange(10))
+
+
+# --- hashes stay bit-identical (they name users' embedding cache files) -------------------------------------------
+# Every value below was computed with the library before its hashes were rebuilt on `binding_nb.utils.fingerprint`.
+
+def test_pinned_cache_paths(clip_image):
+    from binding_nb.datasets import text_captions
+    enc = as_encoder(lambda xs: np.zeros((len(xs), 3)), name="counting", weights="v1")
+    assert cache_path(enc, CAPTIONS, "c").name == "counting-text-d4edc78578f41170f6ef.npz"
+    assert E.cache_key(enc, E.items_fingerprint(CAPTIONS), 4, "text")[0] == \
+        "d4edc78578f41170f6ef1b5e606a56944654018649c7d2c7ccb41376aa2ae2d8"
+    ds = text_captions(n_pairs=20)
+    assert ds.fingerprint == "ee8c3127af957184"
+    assert cache_path(enc, ds, "c").name == "counting-text-42a062b2b87d19d2e469.npz"
+    assert cache_path(clip_image, _images(2), "c").name == "openclip_ViT-B-32-image-8e6c5f590e7d7c26bcae.npz"
+
+
+def test_pinned_items_fingerprints():
+    assert E.items_fingerprint(CAPTIONS) == "60d6d517755d984585ac50ab3537e5d7af5bcf9378baedd0c2b06e1fa1555f88"
+    img = Image.fromarray(np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3))
+    assert E.items_fingerprint([img, img.convert("L")]) == "003ecc33bcca1476b3b138d2a862ff24b79ab4dcb08adc89c57128593fc99c61"
+    assert E.items_fingerprint(["a", img]) == "a33c29674980cc907cf75afd74c4d6021487fccaeeca376f8ccfdb8f0031f43b"
+    assert E.items_fingerprint(iter(CAPTIONS)) == E.items_fingerprint(CAPTIONS)   # streams: an iterator works too
+
+
+def test_pinned_array_digests_and_signatures(tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert E._array_digest(a) == "29e1889124dc651e7bb488251123910767d042ae6dc47c280ec364655e24ab49"
+    assert E._array_digest(a.T) == "5ad8a91ce86568a3d934ee2a80909d4292384e7ca8f5b721ce930a7d377cd709"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "w.pt").write_bytes(b"12345"); os.utime(tmp_path / "w.pt", ns=(1_700_000_000_000_000_000,) * 2)
+    (tmp_path / "sub/m.safetensors").write_bytes(b"abc"); os.utime(tmp_path / "sub/m.safetensors", ns=(1_600_000_000_000_000_000,) * 2)
+    (tmp_path / "readme.txt").write_text("x")                                     # not a weights file: not hashed
+    assert E.file_signature(tmp_path / "w.pt") == f"file:{(tmp_path / 'w.pt').resolve()}#aa72731c895dbc76"
+    assert E.file_signature(tmp_path) == f"file:{tmp_path.resolve()}#ae443982d27d6631"
+
+
+def test_pinned_random_twin_config_hash():
+    "The random hf twin's `weights` keys its config: sha256 of the full config JSON, first 12 hex digits."
+    import hashlib
+    enc = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu")
+    expected = hashlib.sha256(enc.model.config.to_json_string(use_diff=False).encode()).hexdigest()[:12]
+    assert enc.weights == f"random-init-seed0-config{expected}"

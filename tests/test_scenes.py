@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from binding_nb.scenes import (ConceptSpace, coverage_split, make_batch, make_generator, object_recognition,
-                               present_object_mask, sample_scenes)
+from binding_nb.scenes import (ConceptSpace, coverage_split, make_batch, object_recognition, present_object_mask,
+                               sample_scenes)
+from binding_nb.utils import make_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 

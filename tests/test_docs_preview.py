@@ -1,0 +1,92 @@
+"""The offline docs preview (.ci/preview_docs.py): Quarto's cell options, front matter, attributes and math."""
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("preview_docs", ROOT / ".ci" / "preview_docs.py")
+pd = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pd)
+
+SOURCE_LINK = '[source](https://github.com/o/r/blob/main/m.py#L5){target="_blank" style="float:right"}'
+
+
+def processed_notebook() -> nbformat.NotebookNode:
+    "A notebook as nbdev_proc_nbs leaves it: front matter, show_doc output, cells with Quarto options."
+    md_out = new_output("execute_result", data={"text/markdown": f"---\n\n{SOURCE_LINK}\n\n### f\n\n*Doc.*"})
+    return new_notebook(cells=[
+        new_raw_cell("---\ndescription: 'The `f` page'\noutput-file: thing.html\ntitle: A thing\n---\n\n"),
+        new_markdown_cell("Math $a^2 + b^2$, a [link](https://site.io/base/other.html#x), a table:\n\n"
+                          "| n | size |\n|---|---|\n| o | $|O|$ |"),
+        new_markdown_cell("## Spaces and ids\n\n::: {.callout-note}\nA *note*.\n:::"),
+        new_code_cell("#| echo: false\n#| output: asis\nshow_doc(f)", outputs=[md_out]),
+        new_code_cell("#| include: false\nsecret = 1"),
+        new_code_cell("# | hide\nhidden = 1"),
+        new_code_cell("#| output: false\nprint('noise')", outputs=[new_output("stream", text="noise\n")]),
+        new_code_cell("#| code-fold: true\nfolded = 1"),
+        new_code_cell("visible = 1  #| not an option"),
+    ])
+
+
+def convert(nb) -> str:
+    exporter = pd.make_exporter({"other.html": "other.html"}, "https://site.io/base")
+    resources = dict(pages=[dict(href="thing.html", title="A thing", current=True)], site_title="site",
+                     preview_css="", metadata=dict(name="thing"))
+    return exporter.from_notebook_node(nb, resources=resources)[0]
+
+
+def test_split_options():
+    assert pd.split_options("#| echo: false\n#|output: asis\n# | hide\nx = 1\n#| late") == (
+        {"echo": False, "output": "asis", "hide": True}, "x = 1\n#| late")
+    assert pd.split_options("x = 1") == ({}, "x = 1")
+
+
+def test_page_honours_quarto():
+    page = convert(processed_notebook())
+    text = pd.visible_text(BeautifulSoup(page, "html.parser").main)  # what a reader sees
+    assert '<h1 class="title">A thing</h1>' in page and "<title>A thing</title>" in page
+    assert "output-file" not in text and text.count("#|") == 1  # only the comment that is not an option
+    for gone in ("show_doc", "secret", "hidden", "folded"): assert gone not in text, gone
+    assert "print('noise')" in text and text.count("noise") == 1  # output: false keeps the source only
+    assert "visible = 1" in text
+    link = BeautifulSoup(page, "html.parser").find("a", string="source")  # show_doc's link, as Quarto makes it
+    assert "{target=" not in text and link["target"] == "_blank" and link["style"] == "float:right"
+    assert 'href="other.html#x"' in page  # links to the published site point at the preview's page
+    assert '<span id="spaces-and-ids">' in page  # Pandoc's heading id, which nbdev's links use
+    assert '<div class="callout callout-note">' in page and ":::" not in text
+    assert "<table>" in page and r"$\vert O\vert $" in page
+    scripts = [t["src"] for t in BeautifulSoup(page, "html.parser").find_all("script", src=True)]
+    assert scripts == [pd.MATHJAX_URL]  # nothing from a CDN: MathJax is local, require.js is left out
+
+
+def test_build_writes_pages_and_mathjax(tmp_path):
+    proc, nbs, out = tmp_path / "_proc", tmp_path / "nbs", tmp_path / "out"
+    for d in (proc, nbs): d.mkdir()
+    nbformat.write(processed_notebook(), proc / "01_thing.ipynb")
+    nbformat.write(new_notebook(), nbs / "01_thing.ipynb")
+    nbformat.write(new_notebook(), proc / "02_stale.ipynb")  # processed once, source since renamed: no page
+    (out / "old.html").parent.mkdir()
+    (out / "old.html").write_text("stale")
+    pages = pd.build(proc, out, nbs, site_url="https://site.io/base", site_title="site")
+    assert [p.name for p in pages] == ["thing.html"] and not (out / "old.html").exists()
+    assert (out / "mathjax" / "MathJax.js").exists()
+    nbformat.write(new_notebook(), nbs / "03_new.ipynb")
+    with pytest.raises(SystemExit, match="03_new.ipynb"): pd.build(proc, out, nbs)
+
+
+@pytest.mark.skipif(pd.find_browser() is None, reason="no Chromium to render the page")
+def test_browser_check_tells_good_from_bad(tmp_path):
+    proc, out = tmp_path / "_proc", tmp_path / "out"
+    proc.mkdir()
+    nbformat.write(processed_notebook(), proc / "01_thing.ipynb")
+    good = pd.build(proc, out)
+    bad = out / "plain.html"  # what plain `jupyter nbconvert --to html` makes of it
+    bad.write_text(__import__("nbconvert").HTMLExporter().from_notebook_node(processed_notebook())[0])
+    report = pd.check(good + [bad], pd.find_browser())
+    assert all(line.startswith("plain.html") for line in report), report
+    for what in ("MathJax did not finish", "no title block", "`#|` visible", "attribute text", "front matter"):
+        assert any(what in line for line in report), (what, report)
