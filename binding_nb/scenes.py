@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from .utils import make_generator, numpy_or_torch, resolve_device
+from .utils import make_generator, numpy_or_torch, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['Array', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scenes', 'Vocab', 'vocab', 'scene_length',
@@ -27,6 +28,10 @@ __all__ = ['Array', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scene
 Array = np.ndarray | torch.Tensor
 
 def _is_torch(x) -> bool: return isinstance(x, torch.Tensor)
+
+def _first(mask: Array) -> tuple:
+    "Index of the first `True` entry of a bool array."
+    return tuple(int(i) for i in (torch.nonzero(mask)[0].tolist() if _is_torch(mask) else np.argwhere(mask)[0]))
 
 def _as_int_array(x) -> Array:
     "`x` as an integer numpy array or torch tensor (lists become numpy)."
@@ -47,7 +52,15 @@ def _check_range(x: Array, high: int, what: str, allow_empty: bool = False) -> N
     if lo < low or hi >= high:
         bad = lo if lo < low else hi
         span = f"-1 (empty) or 0..{high - 1}" if allow_empty else f"0..{high - 1}"
-        raise ValueError(f"{what} out of range: found {bad}, expected {span}")
+        raise ValueError(f"{what} out of range: found {bad}, expected {span}" + (_unsigned_hint(x) if allow_empty else ""))
+
+def _is_unsigned(x: Array) -> bool: return not x.dtype.is_signed if _is_torch(x) else x.dtype.kind == "u"
+
+def _unsigned_hint(x: Array) -> str:
+    "Why an unsigned array cannot mark empty slots, and the cast that fixes it (empty for signed arrays)."
+    if not _is_unsigned(x): return ""
+    cast = "`.long()`" if _is_torch(x) else "`.astype(np.int64)`"
+    return f"; an unsigned dtype ({x.dtype}) cannot hold the -1 of an empty slot, use a signed integer dtype: cast it with {cast}"
 
 # %% ../nbs/00_scenes.ipynb #45e5d350
 class ConceptSpace:
@@ -56,7 +69,8 @@ class ConceptSpace:
                  values_per_concept: Sequence[int],  # V_k for each concept k
                  names: Sequence[str] | None = None,  # concept names, e.g. ("color", "shape")
                  value_names: Sequence[Sequence[str]] | None = None):  # per concept, a name for each value
-        vpc = tuple(int(v) for v in values_per_concept)
+        vpc = tuple(whole_number(v, f"values_per_concept[{k}] (the number of values of concept {k})")
+                    for k, v in enumerate(values_per_concept))
         if len(vpc) == 0: raise ValueError("a concept space needs at least one concept; pass e.g. ConceptSpace([8, 3])")
         if any(v < 2 for v in vpc):
             raise ValueError(f"every concept needs at least 2 values, got values_per_concept={vpc}")
@@ -94,17 +108,21 @@ class ConceptSpace:
         values = _as_int_array(values)
         if values.ndim == 0 or values.shape[-1] != self.n_concepts:
             raise ValueError(f"values must have shape [..., {self.n_concepts}] (one value per concept), got {tuple(values.shape)}")
-        vpc = self._consts(values, "values_per_concept")
+        v = (values.long() if _is_torch(values) else values.astype(np.int64)) if _is_unsigned(values) else values
         low = -1 if allow_empty else 0
-        bad = (values < low) | (values >= vpc)
-        if allow_empty:  # an empty slot is all -1; partly empty objects are malformed
-            empty = values < 0
-            bad = bad | (empty.any(-1) & ~empty.all(-1))[..., None]
-        if bad.any():
-            idx = tuple(int(i) for i in (np.argwhere(bad)[0] if not _is_torch(bad) else torch.nonzero(bad)[0].tolist()))
-            raise ValueError(f"concept value {int(values[idx])} at index {idx} is out of range for concept "
-                             f"'{self.names[idx[-1]]}' with {self.values_per_concept[idx[-1]]} values"
-                             + (" (use -1 for a whole empty slot)" if allow_empty else ""))
+        bad = (v < low) | (v >= self._consts(values, "values_per_concept"))
+        if allow_empty:
+            empty = v < 0
+            partly = empty.any(-1) & ~empty.all(-1)  # an empty slot is -1 in every concept
+        if bad.any() | (partly.any() if allow_empty else False):  # one check (one device sync) when all is well
+            if bad.any():
+                idx = _first(bad)
+                raise ValueError(f"concept value {int(values[idx])} at index {idx} is out of range for concept "
+                                 f"'{self.names[idx[-1]]}' with {self.values_per_concept[idx[-1]]} values"
+                                 + ((_unsigned_hint(values) or " (use -1 for a whole empty slot)") if allow_empty else ""))
+            idx = _first(partly)
+            raise ValueError(f"the object{f' at index {idx}' if idx else ''} is partly empty: {values[idx].tolist()}; "
+                             f"an empty slot must be -1 in every concept")
         return values
 
     def check_ids(self, ids: Array, allow_empty: bool = False) -> Array:
@@ -147,6 +165,9 @@ def check_scenes(space: ConceptSpace, scenes: Array, max_objects: int | None = N
     scenes = _as_int_array(scenes)
     if scenes.ndim != 3:
         raise ValueError(f"scenes must be an array [n_scenes, max_objects, C], got shape {tuple(scenes.shape)}")
+    if _is_unsigned(scenes):
+        raise ValueError(f"scenes need a signed integer dtype, got {scenes.dtype}, which cannot hold the -1 of an empty slot; "
+                         f"cast them with {'`.long()`' if _is_torch(scenes) else '`.astype(np.int64)`'}")
     space.check_values(scenes, allow_empty=True)
     filled = scenes[..., 0] >= 0
     n = filled.sum(-1)
@@ -155,7 +176,7 @@ def check_scenes(space: ConceptSpace, scenes: Array, max_objects: int | None = N
         raise ValueError("each scene's objects must fill its first slots, with -1 only after the last object")
     if scenes.shape[0] and int(n.min()) < 1: raise ValueError("every scene needs at least one object")
     if max_objects is not None:
-        if max_objects < 1: raise ValueError(f"max_objects must be >= 1, got {max_objects}")
+        max_objects = whole_number(max_objects, "max_objects", low=1)
         if scenes.shape[0] and int(n.max()) > max_objects:
             raise ValueError(f"a scene has {int(n.max())} objects but max_objects={max_objects}; "
                              f"raise max_objects or drop the larger scenes")
@@ -170,12 +191,18 @@ def sample_scenes(space: ConceptSpace,
                   min_objects: int = 1,
                   ) -> torch.Tensor:  # [n_scenes, max_objects, C] values, -1 in empty slots
     "Sample scenes of `min_objects..max_objects` objects drawn uniformly from `object_ids`, on their device."
+    n_scenes = whole_number(n_scenes, "n_scenes", low=0)
+    max_objects, min_objects = whole_number(max_objects, "max_objects"), whole_number(min_objects, "min_objects")
     if not 1 <= min_objects <= max_objects:
         raise ValueError(f"need 1 <= min_objects <= max_objects, got min_objects={min_objects}, max_objects={max_objects}")
     ids = torch.as_tensor(space.check_ids(object_ids))
     if ids.numel() == 0: raise ValueError("object_ids is empty: there is no object to build scenes from")
-    g = make_generator(generator, ids.device) if isinstance(generator, int) else generator
-    return _sample_scenes(space, ids.reshape(-1), n_scenes, max_objects, g, min_objects)
+    return _sample_scenes(space, ids.reshape(-1), n_scenes, max_objects, _generator(generator, ids.device), min_objects)
+
+def _generator(generator, device) -> torch.Generator:
+    "`generator` itself, or a new generator on `device` seeded with it."
+    if isinstance(generator, torch.Generator): return generator
+    return make_generator(whole_number(generator, "generator (a torch.Generator or an integer seed)"), device)
 
 def _sample_scenes(space, ids, n_scenes, max_objects, g, min_objects=1):
     pick = torch.randint(ids.numel(), (n_scenes, max_objects), generator=g, device=ids.device)
@@ -205,7 +232,7 @@ def vocab(space: ConceptSpace) -> Vocab: return Vocab(space.n_values)
 # %% ../nbs/00_scenes.ipynb #950aa8cf
 def scene_length(space: ConceptSpace, max_objects: int) -> int:
     "$L_{max} = (C+2) O_{max} + 1$."
-    return (space.n_concepts + 2) * max_objects + 1
+    return (space.n_concepts + 2) * whole_number(max_objects, "max_objects", low=1) + 1
 
 # %% ../nbs/00_scenes.ipynb #38f4f575
 def _object_blocks(space: ConceptSpace, values: torch.Tensor) -> torch.Tensor:
@@ -229,7 +256,7 @@ def _scene_tokens(space: ConceptSpace, scenes: torch.Tensor, max_objects: int) -
 
 def tokenize_scenes(space: ConceptSpace, scenes: Array, max_objects: int, check: bool = True) -> Array:
     "Token ids `[n, (C+2)*max_objects+1]` of scenes `[n, slots, C]`: objects, EOS, then PAD."
-    if check: scenes = check_scenes(space, scenes, max_objects)
+    if check: scenes, max_objects = check_scenes(space, scenes, max_objects), whole_number(max_objects, "max_objects")
     return _scene_tokens(space, scenes, max_objects)
 
 # %% ../nbs/00_scenes.ipynb #e8cef14e
@@ -251,7 +278,7 @@ def _scenes_of_tokens(space: ConceptSpace, tokens: torch.Tensor, max_objects: in
 
 def detokenize_scenes(space: ConceptSpace, tokens: Array, max_objects: int) -> Array:
     "Inverse of `tokenize_scenes`: scenes `[n, max_objects, C]` from token ids; malformed sequences raise."
-    return _scenes_of_tokens(space, _as_int_array(tokens), max_objects)
+    return _scenes_of_tokens(space, _as_int_array(tokens), whole_number(max_objects, "max_objects", low=1))
 
 # %% ../nbs/00_scenes.ipynb #e65d6614
 @numpy_or_torch("value_index")
@@ -291,15 +318,19 @@ class CoverageSplit:
                 f"(fit={len(self.fit)}, val={len(self.val)}), heldout={len(self.heldout)})")
 
 # %% ../nbs/00_scenes.ipynb #de008281
+def _is_real(x) -> bool: return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
 def coverage_split(space: ConceptSpace,
                    coverage: float,  # fraction of all objects in train, in (0, 1]
                    seed: int = 0,
                    val_fraction: float = 0.1,  # fraction of train objects held back for model selection
                    ) -> CoverageSplit:
     "Seeded split of all object ids into train (`fit` + `val`) and held-out objects."
-    if not (isinstance(coverage, (int, float)) and 0 < coverage <= 1):
+    if not (_is_real(coverage) and 0 < coverage <= 1):
         raise ValueError(f"coverage must be in (0, 1] (the fraction of objects seen in training), got {coverage!r}")
-    if not 0 <= val_fraction < 1: raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
+    if not (_is_real(val_fraction) and 0 <= val_fraction < 1):
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
+    coverage, val_fraction, seed = float(coverage), float(val_fraction), whole_number(seed, "seed", low=0)
     n = space.n_objects
     n_train = max(1, round(coverage * n))
     n_val = min(n_train - 1, round(val_fraction * n_train)) if val_fraction > 0 else 0
@@ -342,8 +373,8 @@ def perturbation_negatives(space: ConceptSpace, scenes: torch.Tensor, generator:
                            n_per_object: int = 1, allowed: Array | None = None, check: bool = True) -> torch.Tensor:
     "Object ids `[n, m*n_per_object]`: each object with one random concept set to another random value; -1 where none."
     if check: scenes = torch.as_tensor(check_scenes(space, scenes))
-    g = make_generator(generator, scenes.device) if isinstance(generator, int) else generator
-    return _perturb(space, scenes, g, n_per_object, _allowed_mask(space, allowed, scenes.device))
+    n_per_object = whole_number(n_per_object, "n_per_object", low=0)
+    return _perturb(space, scenes, _generator(generator, scenes.device), n_per_object, _allowed_mask(space, allowed, scenes.device))
 
 def _perturb(space, scenes, g, n_per_object, allowed):
     n, m, C = scenes.shape
@@ -514,6 +545,8 @@ def make_batch(space: ConceptSpace,
                min_objects: int = 1,  # objects per scene: min_objects..max_objects
                ) -> SceneBatch:
     "One training batch of scenes with concept and object queries, hard negatives and labels."
+    batch_size, max_objects = whole_number(batch_size, "batch_size"), whole_number(max_objects, "max_objects")
+    min_objects, n_perturb = whole_number(min_objects, "min_objects"), whole_number(n_perturb, "n_perturb", low=0)
     if batch_size < 1 or not 1 <= min_objects <= max_objects:
         raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} and {max_objects}")
     dev = object_ids.device

@@ -1,5 +1,6 @@
 """Tests of 05_coverage beyond the notebook's own: papermill runs and bad input."""
-import re, subprocess, sys, time
+import json, re, subprocess, sys, textwrap, time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +8,7 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.coverage import RESULT_COLUMNS, run_sweep
+from binding_nb.coverage import RESULT_COLUMNS, load_results, run_sweep, save_results, summarize
 from binding_nb.train import RunConfig
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -36,6 +37,8 @@ def test_tiny_papermill_run(tmp_path):
     for name in ("fig6_coverage.png", "fig6_coverage.pdf", "coverage_summary.csv"):
         assert (out_dir / name).stat().st_size > 0, name
     assert len(list((out_dir / "checkpoints").glob("*.pt"))) == 2
+    text = (tmp_path / "out.ipynb").read_text()
+    assert "IProgress" not in text and "\\u001b[A" not in text       # plain progress bars: no widget warning, no nested-bar escapes
 
 
 @pytest.mark.slow
@@ -50,7 +53,7 @@ def test_finished_runs_are_not_retrained(tmp_path):
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(V=1), "V (values per concept) must be an integer >= 2"),
+    (dict(V=1), "V (values per concept) must be >= 2, got 1"),
     (dict(coverages=[0.5, 1.5]), "coverage must be in (0, 1]"),
     (dict(device="tpu7"), "pass 'auto', 'cpu', 'cuda'"),
 ])
@@ -67,10 +70,10 @@ def test_bad_input_fails_at_once(tmp_path, params, message):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(C=0), "C (number of concepts) must be an integer >= 1"),
+    (dict(C=0), "C (number of concepts) must be >= 1, got 0"),
     (dict(coverages=[0.0]), "coverage must be in (0, 1]"),
-    (dict(steps=0), "steps must be an integer >= 1"),
-    (dict(V=2.5), "V (values per concept) must be an integer >= 2"),
+    (dict(steps=0), "steps must be >= 1, got 0"),
+    (dict(V=2.5), "V (values per concept) must be a whole number, got 2.5"),
 ])
 def test_bad_sweep_input_in_process(tmp_path, change, message):
     "The same checks without a kernel: `run_sweep` refuses before it creates or writes anything."
@@ -87,3 +90,69 @@ def test_output_dir_that_is_a_file(tmp_path):
         papermill(tmp_path, output_dir=str(f), **TINY)
     assert "is a file, not a folder" in str(e.value)
     assert f.read_text() == "keep me"
+
+
+def test_help_lists_every_parameter():
+    "papermill --help-notebook used to omit spaces, device and threads (their comments held '=') and print 'Unable to parse line'."
+    out = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NB)], capture_output=True, text=True).stdout
+    for name in ("V", "C", "spaces", "coverages", "seeds", "steps", "lr", "device", "threads", "output_dir"):
+        assert re.search(rf"^  {name}: ", out, re.M), (name, out)
+    assert "Unable to parse" not in out and "Unknown type" not in out
+
+
+def _tiny(**kw):
+    return RunConfig(steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
+                     n_test_scenes=64, device="cpu", **kw)
+
+
+def test_concurrent_sweeps_lose_no_row(tmp_path):
+    "Two processes sweeping different coverages into one output_dir: every row of both ends up in the table."
+    script = textwrap.dedent("""
+        import sys, torch
+        torch.set_num_threads(1)
+        from binding_nb.coverage import run_sweep
+        from binding_nb.train import RunConfig
+        base = RunConfig(steps=40, batch_size=32, d_model=16, n_layers=1, eval_every=20, ckpt_every=20, n_val_scenes=32,
+                         n_test_scenes=64, device="cpu")
+        run_sweep(base, [[2, 4]], [float(c) for c in sys.argv[2:]], [0], sys.argv[1], progress=False)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), *covs]) for covs in (["0.25", "0.5"], ["0.75", "1.0"])]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    table = load_results(tmp_path / "coverage_results.csv")
+    assert sorted(table.coverage) == [0.25, 0.5, 0.75, 1.0] and (table.status == "ok").all()
+
+
+def test_truncated_table_never_yields_a_partial_row(tmp_path):
+    "Cut a two-row table at every byte: what loads is always a prefix of the true rows, never a damaged one."
+    runs = run_sweep(_tiny(), [[2, 4]], [0.5], [0, 1], tmp_path / "sweep", progress=False)
+    raw = (tmp_path / "sweep" / "coverage_results.csv").read_bytes()
+    truth = [r.to_dict() for _, r in runs.iterrows()]
+    for cut in range(len(raw) + 1):
+        path = tmp_path / f"cut{cut}.csv"; path.write_bytes(raw[:cut])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try: df = load_results(path)
+            except ValueError as e:                            # cut inside the header: not recognisable, left untouched
+                assert "is not a binding_nb results table" in str(e) and path.read_bytes() == raw[:cut]; continue
+        rows = [r.to_dict() for _, r in df.iterrows()]
+        assert rows == truth[:len(rows)], cut
+        assert summarize(df).n_seeds.sum() == len(rows)
+
+
+def test_results_folder_is_never_renamed(tmp_path):
+    "`load_results(<the output folder>)` used to rename the whole folder, checkpoints included."
+    out = tmp_path / "results"; (out / "checkpoints").mkdir(parents=True); (out / "checkpoints" / "run.pt").write_text("x")
+    with pytest.raises(ValueError, match="is a folder"):
+        load_results(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"] and (out / "checkpoints" / "run.pt").exists()
+
+
+@pytest.mark.parametrize("nb", sorted(NB.parent.glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_notebook_runs_with_papermill_as_is(nb):
+    "Each notebook names its kernel (papermill needs no -k), and every parameter is listed, typed, by --help-notebook."
+    meta = json.loads(nb.read_text())["metadata"]
+    assert meta.get("kernelspec", {}).get("name") == "python3", nb.name
+    out = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(nb)], capture_output=True, text=True)
+    no_parameters = "No cell tagged 'parameters'" in out.stdout
+    assert (out.returncode == 0 or no_parameters) and "Unable to parse" not in out.stdout + out.stderr, out.stdout + out.stderr
+    assert "Unknown type" not in out.stdout, out.stdout

@@ -3,6 +3,9 @@
 Run `pytest tests/test_datasets.py` (about a minute on 2 CPU cores); `--runslow` adds the full 224 px 3D build.
 """
 import os
+import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -245,3 +248,161 @@ def test_pug_fingerprints_pinned(tmp_path):
     p = D.pug_spare(tmp_path, size=8)
     assert p.items.stat_fingerprint() == "a2e7a794024583c8" and p.params["files"] == "a2e7a794024583c8"
     assert p.fingerprint == "10f8bf42f4eb5d36" and p[[1]].fingerprint == "beb8b9871107bd7a"
+
+
+# --- bad input and faults -----------------------------------------------------------------------------------------------
+
+PUG_HEADER = ",".join(D.PUG_COLUMNS.values())
+GOOD_ROWS = ["a.png,Dog,Red,Cat,Blue", "b.png,Cat,Blue,Dog,Red"]
+
+
+def _pug_folder(root: Path, *lines: str) -> Path:
+    "A fake PUG:SPARE folder: labels.csv of the header and `lines` (written verbatim), and an image for every name."
+    for name in ("a.png", "b.png", "c.png", "d.png"): Image.new("RGB", (8, 8), (10, 20, 30)).save(root / name)
+    (root / "labels.csv").write_text("\n".join([PUG_HEADER, *lines]) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ("c.png,Dog,Red", "labels.csv line 4: has 3 fields, expected 5 as in the header"),            # was a 1-object scene
+    ("c.png,Dog,Red,Cat,Blue,x", "labels.csv line 4: has 6 fields, expected 5 as in the header"),  # was a ParserError
+    ("c.png,Cat,,Dog,Red", "labels.csv line 4: color1 (column character_texture) is empty; "
+                           "expected one of the 2 colours in labels.csv (Blue, Red)"),              # was 'a  Cat'
+    ("c.png,Cat,Red,Dog,blank", "labels.csv line 4: color2 (column character2_texture) is 'blank', a placeholder"),
+    ("c.png,Cat,None,Dog,Red", "labels.csv line 4: color1 (column character_texture) is 'None', a placeholder"),
+    ("c.png,Cat,Red,Dog, NaN ", "labels.csv line 4: color2 (column character2_texture) is 'NaN', a placeholder"),
+    ("b.png,Cat,Red,Dog,Blue", "labels.csv line 4: filename 'b.png' is also on line 3; expected each image once"),
+    (",Cat,Red,Dog,Blue", "labels.csv line 4: filename is empty"),
+])
+def test_pug_spare_rejects_bad_rows(tmp_path, bad, expected):
+    _pug_folder(tmp_path, *GOOD_ROWS, bad)
+    with pytest.raises(ValueError) as e: D.pug_spare(tmp_path, size=None)
+    msg = str(e.value)
+    assert expected in msg and str(tmp_path / "labels.csv") in msg and "nothing was loaded" in msg, msg
+
+
+def test_pug_spare_extra_field_in_first_row_is_not_shifted(tmp_path):
+    # pandas took the first column of such a file as its index: every column moved left, then all images were "missing"
+    _pug_folder(tmp_path, "a.png,Dog,Red,Cat,Blue,x", GOOD_ROWS[1])
+    with pytest.raises(ValueError, match="labels.csv line 2: has 6 fields, expected 5"): D.pug_spare(tmp_path)
+
+
+def test_pug_spare_stray_quote(tmp_path):
+    # a lenient CSV reader lets an unclosed quote swallow the following lines into one value
+    _pug_folder(tmp_path, GOOD_ROWS[0], 'b.png,Cat,"Blue,Dog,Red', "c.png,Cat,Red,Dog,Blue")
+    with pytest.raises(ValueError, match=r"labels.csv line 3: not valid CSV \(unexpected end of data\)"): D.pug_spare(tmp_path)
+
+
+def test_pug_spare_lists_every_bad_line(tmp_path):
+    _pug_folder(tmp_path, *GOOD_ROWS, '"c.png",Cat,"Red\nRed",Dog,Blue', "d.png,Cat,,Dog,blank", "x.png,Dog")
+    with pytest.raises(ValueError) as e: D.pug_spare(tmp_path)
+    assert "labels.csv line 7: has 2 fields" in str(e.value)          # the quoted line break in row c.png counts as a line
+    (tmp_path / "labels.csv").write_text("\n".join([PUG_HEADER, *GOOD_ROWS, "c.png,Cat,,Dog,blank", "d.png,Cat,Red,Dog,"]))
+    with pytest.raises(ValueError) as e: D.pug_spare(tmp_path)
+    lines = str(e.value).splitlines()
+    assert "3 label problems" in lines[0] and [l.split(":")[0] for l in lines[1:]] == ["labels.csv line 4", "labels.csv line 4", "labels.csv line 5"]
+    assert "color1" in lines[1] and "color2" in lines[2] and "color2" in lines[3]
+
+
+def test_pug_spare_names_ignore_case_and_spaces(tmp_path):
+    _pug_folder(tmp_path, *GOOD_ROWS, "c.png, cat ,RED,dog,blue", "d.png,blank,,CAT,Red")
+    ds = D.pug_spare(tmp_path, size=None)
+    assert ds.space.value_names == (("Blue", "Red"), ("Cat", "Dog"))      # never two cats: first spelling found names it
+    assert ds.captions[2:] == ["a Red Cat and a Blue Dog", "a Red Cat"]
+    assert ds.space.n_objects == 4 and ds.object_ids()[2:].tolist() == [[2, 1], [2, -1]]   # red cat, blue dog; red cat
+    given = D.pug_spare(tmp_path, size=None, animals=["dog", "cat"], colors=["red", "blue"])
+    assert given.captions[0] == "a red dog and a blue cat"
+    with pytest.raises(ValueError, match=r"hold \['Cat', 'CAT'\]: .* a name twice"):
+        D.pug_spare(tmp_path, animals=["Cat", "CAT", "Dog"])
+    with pytest.raises(ValueError, match=r"hold \['blank'\]: a placeholder"): D.pug_spare(tmp_path, colors=["Red", "Blue", "blank"])
+    with pytest.raises(ValueError, match="line 3: color1 .* is 'Blue', which is not in the given colours list; expected one "
+                                         r"of the 2 colours given \(Red, Green\)"):
+        D.pug_spare(tmp_path, colors=["Red", "Green"])
+
+
+def test_patterned_scenes_progress_bar(capsys):
+    D.patterned_scenes(16, chunk=500)
+    err = capsys.readouterr().err
+    assert "patterned scenes: 100%" in err and "1250/1250" in err, err
+    D.patterned_scenes(16, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_bars_are_plain_tqdm(monkeypatch, capsys):
+    # tqdm.auto picks the notebook bar, which warns "IProgress not found" without ipywidgets; the bars must not use it
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)                # any import of tqdm.auto now fails
+    D.render_cached(["a"], lambda i: np.zeros((4, 4, 3), np.uint8), (4, 4, 3), None, desc="fake renders")
+    D.patterned_scenes(16, chunk=500)
+    err = capsys.readouterr().err
+    assert "fake renders: 100%" in err and "patterned scenes: 100%" in err
+
+
+def _counting_renderer():
+    calls = []
+    return calls, lambda i: (calls.append(i), np.full((4, 4, 3), i, np.uint8))[1]
+
+
+@pytest.mark.parametrize("kind", ["folder", "broken link"])
+def test_render_cache_refuses_what_it_did_not_write(tmp_path, kind):
+    calls, render = _counting_renderer()
+    D.render_cached(["a"], render, (4, 4, 3), tmp_path, progress=False)
+    if kind == "folder": (tmp_path / "b.png").mkdir(); (tmp_path / "b.png" / "keep.txt").write_text("mine")
+    else: (tmp_path / "b.png").symlink_to(tmp_path / "nowhere.png")
+    with pytest.raises(FileExistsError) as e: D.render_cached(["a", "b", "c"], render, (4, 4, 3), tmp_path, progress=False)
+    msg = str(e.value)
+    assert f"{tmp_path / 'b.png'} is a {kind if kind == 'folder' else 'broken symbolic link'}" in msg, msg
+    assert "remove or rename it yourself" in msg and "nothing was rendered" in msg
+    assert calls == [0] and sorted(os.listdir(tmp_path)) == ["a.png", "b.png"]    # nothing rendered, moved or added
+    if kind == "folder": assert (tmp_path / "b.png" / "keep.txt").read_text() == "mine"
+
+
+def test_render_cache_folder_is_a_file(tmp_path, monkeypatch):
+    renders = []
+    monkeypatch.setattr(D, "render_clevr3d", lambda *a, **k: renders.append(a) or np.zeros((16, 16, 3), np.uint8))
+    objs = np.asarray(D.clevr_space().object_values(np.array([[15, 1]])))
+    (tmp_path / "cache").write_text("a file")
+    with pytest.raises(NotADirectoryError, match=r"cannot be created: .*cache is a file: pass another cache_dir"):
+        D.clevr3d(16, 1, objects=objs, cache_dir=tmp_path / "cache", progress=False)
+    calls, render = _counting_renderer()
+    with pytest.raises(NotADirectoryError, match=r"render cache folder .*cache is a file, not a folder: pass another cache_dir"):
+        D.render_cached(["a"], render, (4, 4, 3), tmp_path / "cache", progress=False)
+    assert renders == [] and calls == [] and (tmp_path / "cache").read_text() == "a file"
+    D.clevr3d(16, 1, objects=objs, cache_dir=tmp_path / "elsewhere", progress=False)   # the same call works elsewhere
+    assert len(renders) == 1
+
+
+def _writable(folder: Path) -> bool:
+    try: (folder / ".probe").write_bytes(b""); (folder / ".probe").unlink(); return True
+    except OSError: return False
+
+
+@pytest.fixture
+def lock_read_only():
+    "Make a folder read-only: chmod, or (for root, whom chmod does not stop) chattr +i; skip when neither works."
+    locked = []
+    def lock(folder: Path) -> Path:
+        folder.chmod(0o555); locked.append(folder)
+        if _writable(folder) and shutil.which("chattr"):
+            subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+        if _writable(folder): pytest.skip("cannot make a folder read-only here")
+        return folder
+    yield lock
+    for folder in locked:
+        if shutil.which("chattr"): subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        folder.chmod(0o755)
+
+
+def test_render_cache_read_only(tmp_path, lock_read_only):
+    calls, render = _counting_renderer()
+    full = D.render_cached(["a", "b"], render, (4, 4, 3), tmp_path / "full", progress=False)
+    lock_read_only(tmp_path / "full")
+    assert (D.render_cached(["b", "a"], render, (4, 4, 3), tmp_path / "full", progress=False) == full[::-1]).all()
+    with pytest.raises(PermissionError) as e: D.render_cached(["a", "c"], render, (4, 4, 3), tmp_path / "full", progress=False)
+    msg = str(e.value)
+    assert "is not writable" in msg and "lacks 1 of 2 renders (missing or damaged: c.png)" in msg and "nothing was rendered" in msg
+    (tmp_path / "empty").mkdir(); lock_read_only(tmp_path / "empty")
+    with pytest.raises(PermissionError, match=r"is not writable .* lacks 2 of 2 renders \(missing or damaged: x.png, y.png\)"):
+        D.render_cached(["x", "y"], render, (4, 4, 3), tmp_path / "empty", progress=False)
+    with pytest.raises(PermissionError, match=r"render cache folder .*empty/sub is not writable"):
+        D.render_cached(["x"], render, (4, 4, 3), tmp_path / "empty" / "sub", progress=False)
+    assert calls == [0, 1]                                            # only the first, writable build rendered

