@@ -1,11 +1,13 @@
-"""Benchmark: training steps of the controlled dual encoder (App. B.2-B.4) at the reference configuration.
+"""Benchmark: training steps of the controlled dual encoder (App. B.2-B.4) at a reference configuration.
 
-Run `python tests/bench_train.py [--device cpu] [--threads 1] [--seconds 20]`; prints one JSON line with `steps_per_s`,
-`achieved_gflops` (analytic forward+backward matmul FLOPs per step times steps/s), `matmul_peak_gflops` (a 2048x2048 fp32
-matmul timed in the same process) and their ratio. Reference: d_model 128, 4 layers, 4 heads, d_out 64, 256 scenes per
-batch, C=2, V=20, max_objects=2, concept and object queries.
+Run `python tests/bench_train.py [--device cpu|cuda] [--threads 1] [--seconds 20] [--amp] [--compile]`; prints one JSON line
+with `steps_per_s` (steps timed back to back, one device synchronisation at the end, as the training loop runs them),
+`achieved_gflops` (analytic forward+backward matmul FLOPs per step times steps/s), `matmul_peak_gflops` (a large matmul
+timed in the same process, in bf16 with `--amp`, else fp32) and their ratio, and a per-step split into building the batch
+and the model's step (synchronised after each part, so only indicative on a GPU). Reference: d_model 128, 4 layers,
+4 heads, d_out 64, 256 scenes per batch, C=2, V=20, max_objects=2, concept and object queries.
 """
-import argparse, json, time
+import argparse, dataclasses, json, time
 
 import torch
 
@@ -19,9 +21,10 @@ def sync(dev: torch.device) -> None:
     if dev.type == "cuda": torch.cuda.synchronize()
 
 
-def matmul_peak_gflops(dev: torch.device, n: int = 2048, repeats: int = 10) -> float:
-    "Best-of-`repeats` fp32 GFLOP/s of an n x n matmul."
-    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+def matmul_peak_gflops(dev: torch.device, dtype: torch.dtype, n: int = 4096, repeats: int = 10) -> float:
+    "Best-of-`repeats` GFLOP/s of an n x n matmul in `dtype`."
+    n = n if dev.type == "cuda" else 2048
+    a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
     for _ in range(3): a @ b
     best = float("inf")
     for _ in range(repeats):
@@ -38,41 +41,44 @@ def main() -> None:
                         "stall on each other whenever the other core is busy (10x slower steps measured)")
     p.add_argument("--coverage", type=float, default=0.5)
     p.add_argument("--seconds", type=float, default=20.0, help="time spent in measured steps (at least 10 steps)")
+    p.add_argument("--amp", action="store_true", help="bf16 autocast (the default of training runs on CUDA)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
     a = p.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     cfg = RunConfig(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
-                    d_out=64, steps=10_000, device=a.device)
+                    d_out=64, steps=100_000, device=a.device, compile=a.compile)
     dev = resolve_device(cfg.device)
     data = run_data(cfg, dev)
     model = build_model(cfg, dev)
+    if cfg.compile:
+        for tower in (model.scene_encoder, model.query_encoder): tower.body.compile(dynamic=True)
     opt, sched = make_optimizer(model, cfg)
-    arch = cfg.model_config()
     g = make_generator(0, dev)
-    batch_s = model_s = 0.0
-    flops = 0
+    batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, data.allowed)
+    step = lambda b: train_step(model, opt, sched, b, batch_loss, amp=a.amp)
 
-    def step() -> int:
-        nonlocal batch_s, model_s
-        sync(dev); t0 = time.perf_counter()
-        batch = make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, data.allowed)
-        sync(dev); t1 = time.perf_counter()
-        train_step(model, opt, sched, batch, batch_loss)
-        sync(dev); t2 = time.perf_counter()
-        batch_s += t1 - t0; model_s += t2 - t1
-        return step_flops(arch, batch)
-
-    for _ in range(5): step()                                   # warm-up
-    batch_s = model_s = 0.0
-    n, t0 = 0, time.perf_counter()
+    for _ in range(10): step(batch())                           # warm-up (and compilation)
+    sync(dev)
+    n, t0 = 0, time.perf_counter()                              # back to back: the rate the training loop gets
     while n < 10 or time.perf_counter() - t0 < a.seconds:
-        flops += step(); n += 1
+        for _ in range(10): step(batch())
+        n += 10
+        if dev.type == "cuda" and n % 100: continue
+        sync(dev)
+    sync(dev)
     wall = time.perf_counter() - t0
-    peak = matmul_peak_gflops(dev)
+    split, flops = {"batch": 0.0, "model": 0.0}, 0
+    for _ in range(10):                                         # where a step's time goes (synchronised per part)
+        sync(dev); t1 = time.perf_counter(); b = batch(); sync(dev); t2 = time.perf_counter()
+        step(b); sync(dev); t3 = time.perf_counter()
+        split["batch"] += t2 - t1; split["model"] += t3 - t2; flops += step_flops(cfg.model_config(), b)
     steps_per_s = n / wall
-    achieved = flops / n * steps_per_s / 1e9
-    print(json.dumps({"bench": "train_step", "device": str(dev), "threads": torch.get_num_threads(), "steps": n,
-                      "steps_per_s": round(steps_per_s, 3), "batch_ms": round(1e3 * batch_s / n, 1),
-                      "model_ms": round(1e3 * model_s / n, 1), "gflop_per_step": round(flops / n / 1e9, 3),
+    achieved = flops / 10 * steps_per_s / 1e9
+    peak = matmul_peak_gflops(dev, torch.bfloat16 if a.amp else torch.float32)
+    print(json.dumps({"bench": "train_step", "device": str(dev), "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
+                      "threads": torch.get_num_threads(), "amp": a.amp, "compile": a.compile, "steps": n,
+                      "steps_per_s": round(steps_per_s, 3), "batch_ms": round(100 * split["batch"], 2),
+                      "model_ms": round(100 * split["model"], 2), "gflop_per_step": round(flops / 10 / 1e9, 3),
                       "achieved_gflops": round(achieved, 2), "matmul_peak_gflops": round(peak, 2),
                       "fraction_of_peak": round(achieved / peak, 3),
                       "params_per_encoder": sum(p.numel() for p in model.scene_encoder.parameters())}))

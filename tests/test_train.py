@@ -1,5 +1,6 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import os, signal, subprocess, sys, textwrap, time, warnings
+import dataclasses, os, signal, subprocess, sys, textwrap, time, warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -87,3 +88,35 @@ def test_flipped_bytes_never_load_silently(tmp_path):
             assert not path.exists() and len(list(tmp_path.glob(f"flip{i}.pt.bad-*"))) == 1
         else:                                                              # the flip hit the header: not ours, untouched
             assert "is not a checkpoint written by binding_nb" in str(error) and offset < 80 and path.exists(), (offset, error)
+
+
+def test_padded_layout_trains_like_packed():
+    "The GPU's sync-free padded layout, forced on the CPU, trains to the same result as the packed one (up to float rounding)."
+    cfg = RunConfig(**{**CFG, "steps": 30})
+    packed, padded = (train_run(dataclasses.replace(cfg, layout=lay), progress=False) for lay in ("packed", "padded"))
+    for k in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
+        assert abs(packed[k] - padded[k]) <= 2 / cfg.n_test_scenes, (k, packed[k], padded[k])
+
+
+def test_device_script_rehearsal(tmp_path):
+    "The prepared GPU script, shrunk (--tiny) and run on the CPU: every run of (a), (b) and (c) ends in the CSV, with its timing."
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "gpu_coverage_run.py"), "--out", str(tmp_path),
+                          "--budget", "45", "--device", "cpu", "--tiny", "--coverages", "0.9", "0.5", "--measure-seconds", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json, pandas as pd
+    rows = pd.read_csv(tmp_path / "gpu_runs.csv")
+    assert rows.run.tolist() == ["a", "b", "c", "c"] and rows.recipe.tolist()[:2] == ["authors", "ours"]
+    assert rows[["object_acc", "bag_of_concepts_acc", "object_acc_seen_swap", "seen_swap_frac"]].notna().all().all()
+    timing = json.loads((tmp_path / "gpu_timing.json").read_text())
+    assert timing["total_s"] <= 45 + 15 and all("steps_run" in r for r in timing["runs"])
+    assert (tmp_path / "fig6_gpu.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_compiled_bodies_train_like_eager():
+    "`compile=True` (torch.compile of the transformer bodies, for GPUs) gives the eager result; about 2 minutes of compiling on a CPU."
+    cfg = RunConfig(**{**CFG, "steps": 30})
+    eager, compiled = train_run(cfg, progress=False), train_run(dataclasses.replace(cfg, compile=True), progress=False)
+    for k in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
+        assert abs(eager[k] - compiled[k]) <= 2 / cfg.n_test_scenes, (k, eager[k], compiled[k])

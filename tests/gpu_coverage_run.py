@@ -1,0 +1,149 @@
+"""The prepared GPU run of the coverage experiment (§5.2, Fig. 6), for one H200-class device and a fixed time budget.
+
+Runs, all evaluated exhaustively on held-out objects, in this order of priority:
+  (a) the authors' documented run (V=20, coverage 0.8, d_model 256, 6 layers, 4 heads, d_out 64, batch 512, lr 3e-5) in the
+      authors' recipe;
+  (b) the same scale in our recipe;
+  (c) coverage points of Fig. 6 at C=2, V=50, at that scale, in the recipe of --c-recipe, as many as still fit.
+It first measures the steps/s of each configuration (a few seconds each), then gives each run the number of steps that fits
+its share of --budget (at most the documented 50,000), and records how many steps each one ran.
+
+    PYTHONPATH=. python tests/gpu_coverage_run.py --out "$OUT" --budget 510
+    PYTHONPATH=. python tests/gpu_coverage_run.py --out /tmp/gpu_check --budget 40 --device cpu --tiny   # a CPU rehearsal
+
+Writes under --out: gpu_runs.csv (one row per run, rewritten after every run, so a cut-off run keeps what finished),
+gpu_timing.json (hardware, software, steps/s, planned and run steps, wall times), fig6_gpu.png and fig6_gpu.pdf.
+Needs only torch, numpy, pandas and matplotlib beside the library: no papermill or nbdev.
+"""
+import argparse, dataclasses, json, math, platform, subprocess, sys, time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from binding_nb.models import batch_loss
+from binding_nb.scenes import make_batch
+from binding_nb.train import RunConfig, build_model, make_optimizer, run_data, train_run, train_step, with_recipe
+from binding_nb.utils import make_generator, resolve_device
+
+AUTHORS_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5)
+TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
+SHARES = {"a": 0.35, "b": 0.35, "c": 0.30}
+
+
+def planned_runs(args) -> list[tuple[str, RunConfig]]:
+    "(label, config) of every run, in priority order; steps are the documented maximum, cut to the budget later."
+    scale = TINY_SCALE if args.tiny else AUTHORS_SCALE
+    v_small, v_large = (6, 8) if args.tiny else (20, 50)
+    base = RunConfig(C=2, max_objects=2, device=args.device, log_every=200, **scale)
+    runs = [("a", with_recipe(dataclasses.replace(base, V=v_small, coverage=0.8), "authors")),
+            ("b", dataclasses.replace(base, V=v_small, coverage=0.8))]
+    runs += [("c", with_recipe(dataclasses.replace(base, V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
+    return runs
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda": torch.cuda.synchronize()
+
+
+def steps_per_second(cfg: RunConfig, seconds: float) -> float:
+    "Training steps per second of `cfg` on its device, back to back, after a short warm-up."
+    dev = resolve_device(cfg.device)
+    data, model = run_data(cfg, dev), build_model(cfg, dev)
+    opt, sched = make_optimizer(model, cfg)
+    g = make_generator(cfg.seed, dev)
+    negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
+    amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
+    def step():
+        batch = make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
+                           concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
+                           max_object_positives=cfg.max_object_positives)
+        train_step(model, opt, sched, batch, batch_loss, amp)
+    for _ in range(5): step()
+    sync(dev); n, t0 = 0, time.perf_counter()
+    while n < 10 or time.perf_counter() - t0 < seconds:
+        for _ in range(10): step()
+        n += 10
+    sync(dev)
+    return n / (time.perf_counter() - t0)
+
+
+def hardware(dev: torch.device) -> dict:
+    info = dict(device=str(dev), torch=torch.__version__, python=platform.python_version(), host=platform.node())
+    if dev.type == "cuda": info.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
+    try: info["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or None
+    except OSError: info["commit"] = None
+    return info
+
+
+def plot(rows: pd.DataFrame, out: Path) -> None:
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    ab = rows[rows.run.isin(["a", "b"])]
+    x = range(len(ab))
+    ax1.bar([i - 0.2 for i in x], ab.object_acc, 0.4, label="object recognition", color="C3")
+    ax1.bar([i + 0.2 for i in x], ab.bag_of_concepts_acc, 0.4, label="bag-of-concepts baseline", color="0.6")
+    ax1.set(xticks=list(x), xticklabels=[f"({r.run}) {r.recipe}\n{r.steps:,} steps" for r in ab.itertuples()], ylim=(0, 1),
+            title="V=20, coverage 0.8, held-out objects")
+    ax1.legend(fontsize=7)
+    c = rows[rows.run == "c"].sort_values("coverage")
+    for col, label, style in (("concept_acc", "concept recognition", "C0-o"), ("object_acc", "object recognition", "C3-o"),
+                              ("bag_of_concepts_acc", "bag-of-concepts baseline", "k--")):
+        ax2.plot(c.coverage, c[col], style, label=label, ms=4)
+    ax2.set(xlabel="coverage", ylim=(-0.03, 1.03), title=f"(c) C=2, V={int(c.V.iloc[0]) if len(c) else 50}")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    for ext in ("png", "pdf"): fig.savefig(out / f"fig6_gpu.{ext}", dpi=100)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="folder for the CSV, the JSON and the figure (created)")
+    p.add_argument("--budget", type=float, default=510.0, help="seconds for the whole script, measurement included")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--coverages", type=float, nargs="+", default=[0.9, 0.5, 0.7, 0.3, 0.1], help="(c), in priority order")
+    p.add_argument("--c-recipe", default="authors", choices=["ours", "authors"])
+    p.add_argument("--measure-seconds", type=float, default=4.0)
+    p.add_argument("--tiny", action="store_true", help="shrink every run, for a rehearsal on a CPU")
+    args = p.parse_args()
+    start = time.perf_counter()
+    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    dev = resolve_device(args.device)
+    if dev.type == "cpu": torch.set_num_threads(1)
+    runs = planned_runs(args)
+    rates = {}                                                 # steps/s per architecture and recipe
+    for label, cfg in runs:
+        key = (cfg.V, cfg.model_key())
+        if key not in rates: rates[key] = steps_per_second(cfg, args.measure_seconds)
+    timing = dict(hardware=hardware(dev), budget_s=args.budget, measured_steps_per_s={f"V{k[0]}_{k[1]}": round(v, 2) for k, v in rates.items()},
+                  measurement_s=round(time.perf_counter() - start, 1), runs=[])
+    remaining = args.budget - (time.perf_counter() - start)
+    n_c = sum(label == "c" for label, _ in runs)
+    rows = []
+    for label, cfg in runs:
+        share = SHARES[label] / (n_c if label == "c" else 1)
+        left = args.budget - (time.perf_counter() - start)
+        seconds = min(share * remaining, left - 5)
+        steps = min(cfg.steps, int(0.8 * seconds * rates[(cfg.V, cfg.model_key())]))   # 20% for evaluation and slack
+        if steps < 50:
+            timing["runs"].append(dict(run=label, coverage=cfg.coverage, skipped="not enough time left")); continue
+        run = dataclasses.replace(cfg, steps=steps, eval_every=max(1, steps // 10), ckpt_every=steps)
+        t0 = time.perf_counter()
+        row = train_run(run, checkpoint=None, progress=False)
+        wall = time.perf_counter() - t0
+        recipe = "authors" if run.init == "xavier" else "ours"
+        rows.append(dict(run=label, recipe=recipe, **row, wall_s=round(wall, 1), documented_steps=cfg.steps))
+        timing["runs"].append(dict(run=label, recipe=recipe, V=run.V, coverage=run.coverage, steps_planned=steps,
+                                   steps_run=run.steps, wall_s=round(wall, 1), steps_per_s=round(run.steps / wall, 2)))
+        pd.DataFrame(rows).to_csv(out / "gpu_runs.csv", index=False)
+        (out / "gpu_timing.json").write_text(json.dumps(timing, indent=1))
+        print(json.dumps(timing["runs"][-1]), flush=True)
+    timing["total_s"] = round(time.perf_counter() - start, 1)
+    (out / "gpu_timing.json").write_text(json.dumps(timing, indent=1))
+    if rows: plot(pd.DataFrame(rows), out)
+    print(json.dumps(dict(total_s=timing["total_s"], runs=len(rows))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
