@@ -5,9 +5,7 @@
 # %% ../nbs/05_coverage.ipynb #c7005a86
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import math
 import warnings
 from pathlib import Path
@@ -22,7 +20,7 @@ from tqdm import tqdm
 
 from .scenes import coverage_split
 from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, train_run, with_recipe
-from .utils import atomic_file, parse_list, resolve_device, save_figure, set_aside
+from .utils import append_row, load_table, parse_list, resolve_device, save_figure, save_table, table_lock
 
 # %% auto #0
 __all__ = ['GPU_SCALE', 'RESULT_COLUMNS', 'METRICS', 'SPLIT_METRICS', 'STATUSES', 'sweep_configs', 'check_output_dir',
@@ -88,45 +86,15 @@ def _empty_results() -> pd.DataFrame: return pd.DataFrame(columns=RESULT_COLUMNS
 
 def load_results(path: str | Path) -> pd.DataFrame:
     "The results table at `path` (empty if missing); damaged rows are dropped with a warning, and a file that is not one is an error."
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder: the results table is the file coverage_results.csv inside an output_dir "
-                         f"(pass that file here, or pass the folder to run_sweep)")
-    if not path.exists(): return _empty_results()
-    with open(path, newline="", encoding="utf-8", errors="replace") as f: text = f.read()
-    lines = list(csv.reader(io.StringIO(text)))
-    header = lines[0] if lines else []
-    if not (set(_KEYS) <= set(header) or (header and ",".join(RESULT_COLUMNS).startswith(",".join(header)))):
-        raise ValueError(f"{path} is not a binding_nb results table (its header is {','.join(header)[:80]!r}); "
-                         f"it was left untouched: move it away or choose another output_dir")
-    rows = {n: r for n, r in enumerate(lines[1:], 2) if r}
-    bad = {n: f"{len(r)} fields instead of {len(header)}" for n, r in rows.items() if len(r) != len(header)}
-    if rows and not text.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")   # its last field may be cut
-    missing = [c for c in RESULT_COLUMNS if c not in header and c != "status"]      # no status: written before it existed
-    if missing or len(set(header)) < len(header):
-        bad.update({n: f"a header without {missing or 'unique columns'}" for n in rows if n not in bad})
-        df = _empty_results()
-    else:
-        df = pd.DataFrame([r for n, r in rows.items() if n not in bad], columns=header,
-                          index=[n for n in rows if n not in bad]).replace("", np.nan)
-        if "status" not in df.columns: df["status"] = "ok"
-        why = row_problems(df)
-        bad.update(why[why != ""].to_dict())
-        df = df.drop(index=list(why[why != ""].index))
-        for c in df.columns:
-            if c not in ("model_key", "device", "status"): df[c] = pd.to_numeric(df[c], errors="coerce")
-    df = df.reset_index(drop=True).reindex(columns=RESULT_COLUMNS + [c for c in df.columns if c not in RESULT_COLUMNS])
-    if bad:
-        lines_why = "; ".join(f"line {n}: {w}" for n, w in sorted(bad.items())[:5]) + (" ..." if len(bad) > 5 else "")
-        set_aside(path, f"had {len(bad)} damaged row(s) ({lines_why})", then="rewrote the table without them")
-        save_results(df, path)
-    return df
+    return load_table(path, RESULT_COLUMNS, _KEYS, row_problems, text=("model_key", "device", "status"),
+                      defaults={"status": "ok"},      # no status: written before it existed
+                      folder_advice="the results table is the file coverage_results.csv inside an output_dir "
+                                    "(pass that file here, or pass the folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #d173e695
 def save_results(df: pd.DataFrame, path: str | Path) -> None:
     "Write the table atomically, the standard columns first."
-    df = df.reindex(columns=RESULT_COLUMNS + [c for c in df.columns if c not in RESULT_COLUMNS])
-    with atomic_file(path) as f: df.to_csv(f, index=False)
+    save_table(df, path, RESULT_COLUMNS)
 
 def _matches(df: pd.DataFrame, C: int, V: int, coverage: float, seed: int, model_key: str) -> pd.Series:
     return ((df.C == C) & (df.V == V) & np.isclose(df.coverage.astype(float), coverage) & (df.seed == seed)
@@ -138,16 +106,10 @@ def _has_row(df: pd.DataFrame, cfg: RunConfig) -> bool:
 # %% ../nbs/05_coverage.ipynb #1ba99298
 def record_result(path: str | Path, row: dict) -> pd.DataFrame:
     "Add `row` to the results table at `path` under a file lock (no concurrent writer can lose it); the updated table."
-    path = Path(path)
-    with FileLock(f"{path}.lock"):
-        df = load_results(path)
-        if df.empty or not _matches(df, *(row[k] for k in _KEYS)).any():
-            df = pd.concat([df, pd.DataFrame([row])], ignore_index=True) if len(df) else pd.DataFrame([row])
-            save_results(df, path)
-    return df
+    return append_row(path, row, load_results, RESULT_COLUMNS, lambda df, r: _matches(df, *(r[k] for k in _KEYS)))
 
 def _locked_read(path: Path) -> pd.DataFrame:
-    with FileLock(f"{path}.lock"): return load_results(path)
+    with table_lock(path): return load_results(path)
 
 # %% ../nbs/05_coverage.ipynb #2e30b138
 def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import ast
+import csv
 import functools
 import hashlib
 import inspect
+import io
 import json
 import numbers
 import os
@@ -22,12 +24,14 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 import numpy as np
+import pandas as pd
 import torch
+from filelock import FileLock
 
 # %% auto #0
 __all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'writable_folder', 'CorruptFileError',
-           'write_verified', 'read_verified', 'fingerprint', 'numpy_or_torch', 'whole_number', 'parse_list',
-           'save_figure']
+           'write_verified', 'read_verified', 'load_table', 'save_table', 'table_lock', 'append_row', 'fingerprint',
+           'numpy_or_torch', 'whole_number', 'parse_list', 'save_figure']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -111,6 +115,66 @@ def read_verified(path: str | os.PathLike, kind: str) -> bytes | None:
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         raise CorruptFileError(f"{path} does not match its SHA-256 digest: it was changed or damaged after it was written")
     return payload
+
+# %% ../nbs/utils.ipynb #67eade9a
+def load_table(path: str | os.PathLike, columns: list[str], keys: list[str], row_problems: Callable[[pd.DataFrame], pd.Series] | None = None,
+               text: tuple[str, ...] = (), defaults: dict | None = None, folder_advice: str = "pass the table's file") -> pd.DataFrame:
+    "The table at `path` with `columns` first (empty if missing); damaged rows are set aside with a warning, a file of another kind is an error."
+    path, defaults = Path(path), defaults or {}
+    if path.is_dir(): raise ValueError(f"{path} is a folder: {folder_advice}")
+    if not path.exists(): return pd.DataFrame(columns=columns)
+    with open(path, newline="", encoding="utf-8", errors="replace") as f: content = f.read()
+    lines = list(csv.reader(io.StringIO(content)))
+    header = lines[0] if lines else []
+    if not (set(keys) <= set(header) or (header and ",".join(columns).startswith(",".join(header)))):
+        raise ValueError(f"{path} is not a binding_nb results table (its header is {','.join(header)[:80]!r}); "
+                         f"it was left untouched: move it away or choose another output_dir")
+    rows = {n: r for n, r in enumerate(lines[1:], 2) if r}
+    bad = {n: f"{len(r)} fields instead of {len(header)}" for n, r in rows.items() if len(r) != len(header)}
+    if rows and not content.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")   # its last field may be cut
+    missing = [c for c in columns if c not in header and c not in defaults]
+    if missing or len(set(header)) < len(header):
+        bad.update({n: f"a header without {missing or 'unique columns'}" for n in rows if n not in bad})
+        df = pd.DataFrame(columns=columns)
+    else:
+        df = pd.DataFrame([r for n, r in rows.items() if n not in bad], columns=header,
+                          index=[n for n in rows if n not in bad]).replace("", np.nan)
+        for c, v in defaults.items():
+            if c not in df.columns: df[c] = v
+        why = row_problems(df) if row_problems is not None else pd.Series("", index=df.index)
+        bad.update(why[why != ""].to_dict())
+        df = df.drop(index=list(why[why != ""].index))
+        for c in df.columns:
+            if c not in text: df[c] = pd.to_numeric(df[c], errors="coerce")
+    df = df.reset_index(drop=True).reindex(columns=columns + [c for c in df.columns if c not in columns])
+    if bad:
+        lines_why = "; ".join(f"line {n}: {w}" for n, w in sorted(bad.items())[:5]) + (" ..." if len(bad) > 5 else "")
+        set_aside(path, f"had {len(bad)} damaged row(s) ({lines_why})", then="rewrote the table without them")
+        save_table(df, path, columns)
+    return df
+
+# %% ../nbs/utils.ipynb #f7e58b14
+def save_table(df: pd.DataFrame, path: str | os.PathLike, columns: list[str]) -> None:
+    "Write `df` to `path` as CSV, atomically, `columns` first."
+    df = df.reindex(columns=columns + [c for c in df.columns if c not in columns])
+    with atomic_file(path) as f: df.to_csv(f, index=False)
+
+# %% ../nbs/utils.ipynb #a5089efb
+def table_lock(path: str | os.PathLike) -> FileLock:
+    "The lock every reader and writer of the table at `path` takes (a `.lock` file beside it)."
+    return FileLock(f"{path}.lock")
+
+# %% ../nbs/utils.ipynb #68a552ce
+def append_row(path: str | os.PathLike, row: dict, load: Callable[[Path], pd.DataFrame], columns: list[str],
+               same: Callable[[pd.DataFrame, dict], pd.Series]) -> pd.DataFrame:
+    "Add `row` to the table at `path` (read with `load`) under its lock, unless `same` finds its cell there; the updated table."
+    path = Path(path)
+    with table_lock(path):
+        df = load(path)
+        if df.empty or not same(df, row).any():
+            df = pd.concat([df, pd.DataFrame([row])], ignore_index=True) if len(df) else pd.DataFrame([row])
+            save_table(df, path, columns)
+    return df
 
 # %% ../nbs/utils.ipynb #d9782c21
 def _feed(h, part) -> None:

@@ -1,0 +1,125 @@
+"""Tests of 04_complexity beyond the notebook's own: the known-answer controls, resume, bad input, one papermill run."""
+import json, subprocess, sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from binding_nb.complexity import (FAMILIES, Cell, control_embeddings, evaluate, fit, grid, load_results, scene_split,
+                                   select_on_validation, sweep)
+from binding_nb.datasets import all_pairs, clevr_space
+from binding_nb.geometry import fit_probes, scene_table, split_scenes, toy_embeddings
+from binding_nb.scenes import ConceptSpace
+
+torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
+NB = Path(__file__).resolve().parents[1] / "nbs" / "04_complexity.ipynb"
+SPACE = clevr_space()
+GRID = all_pairs(SPACE)
+
+
+def _pairs(space: ConceptSpace, n: int | None = None) -> np.ndarray:
+    pairs = all_pairs(space)
+    pairs = pairs[(pairs[..., 0] >= 0).all(1)]
+    return pairs if n is None else pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n, replace=False))]
+
+
+def _control(kind: str, families, space=ConceptSpace([32, 32]), n=3000, steps=1000, capacity=32):
+    pairs = _pairs(space, n)
+    emb = (toy_embeddings(space, pairs, "concepts", seed=1) if kind == "additive"
+           else control_embeddings(space, pairs, kind, rank=28, noise=0.01, seed=1))
+    t = scene_table(emb, (pairs, space), name=kind)
+    probes = fit_probes(t, *split_scenes(t.n, 0.4, 1), device="cpu")
+    sp = scene_split(t, 0.5, seed=1)
+    out = {}
+    for name in families:
+        app = fit(name, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=capacity, lr=3e-2,
+                  steps=steps, device="cpu", seed=1)
+        out[name] = evaluate(app, t, sp.test, probes)
+    real = probes.accuracy(t.emb[np.setdiff1d(sp.test, probes.train)], t.values[np.setdiff1d(sp.test, probes.train)])
+    return out, real
+
+
+def test_additive_control_generalises_concepts_only():
+    "Another seed than the notebook's: a bag of concepts is predicted for held-out objects, and objects stay at the real embeddings' level."
+    out, real = _control("additive", ["mlp", "additive"], steps=1000, capacity=64)
+    for name, r in out.items():
+        assert r["concept_acc"] > (0.95 if name == "additive" else 0.7) and r["r2"] > 0.8, (name, r)
+        assert r["object_acc"] <= max(real["object"], 0.6) + 0.1, (name, r, real)
+
+
+def test_multiplicative_control_is_recovered_by_a_product_probe():
+    out, real = _control("multiplicative", ["per_object_product", "additive"])
+    assert out["per_object_product"]["r2"] > 0.95 and out["per_object_product"]["object_acc"] >= 0.9 * real["object"], (out, real)
+    assert out["additive"]["object_acc"] < 0.05 and out["additive"]["r2"] < 0.5
+
+
+def test_table_control_generalises_nothing():
+    out, _ = _control("table", ["mlp", "per_object_product"])
+    for name, r in out.items(): assert r["r2"] < 0.05 and r["object_acc"] < 0.05, (name, r)
+
+
+def test_sweep_resumes_and_trains_nothing_twice(tmp_path, monkeypatch):
+    t = scene_table(toy_embeddings(SPACE, GRID, "concepts", dim=16), (GRID, SPACE), n_objects=2, name="toy")
+    cells = grid(["mlp", "forest"], widths=[16], lrs=[1e-2], depths=[2])
+    first = sweep(t, "toy", cells[:1], [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)   # stopped after one setting
+    both = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(both[both.family == "mlp"].reset_index(drop=True), first, check_dtype=False)
+    import binding_nb.complexity as cx
+    monkeypatch.setattr(cx, "fit", lambda *a, **k: pytest.fail("a finished setting was fitted again"))
+    again = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(again, both)
+    assert len(load_results(tmp_path / "complexity_results.csv")) == 2
+
+
+def test_bad_input_is_refused_before_any_fit(tmp_path):
+    t = scene_table(toy_embeddings(SPACE, GRID, "concepts", dim=8), (GRID, SPACE), n_objects=2)
+    cells = grid(["mlp"], widths=[8], lrs=[1e-2])
+    with pytest.raises(ValueError, match="leaves no test scene"): sweep(t, "toy", cells, [0.5, 1.0], [0], tmp_path, device="cpu")
+    with pytest.raises(ValueError, match="unknown approximator family 'svm'"): sweep(t, "toy", [Cell("svm", 8, 0.1)], [0.5], [0], tmp_path)
+    with pytest.raises(ValueError, match="unknown approximator family"): grid(["mlp", "svm"])
+    with pytest.raises(ValueError, match="got 599 embeddings for 600 scenes"): scene_table(np.zeros((599, 4)), (GRID, SPACE))
+    bad = np.zeros((600, 4)); bad[7, 1] = np.nan
+    with pytest.raises(ValueError, match="hold NaN or inf"): scene_table(bad, (GRID, SPACE))
+    with pytest.raises(ValueError, match="coverage must be in"): scene_split(t, 0.0)
+    assert not (tmp_path / "complexity_results.csv").exists()            # nothing was fitted or written
+
+
+def test_selection_never_reads_held_out_numbers():
+    rows = pd.DataFrame(dict(run="r", family="mlp", coverage=0.5, seed=0, capacity=[64, 512], lr=1e-3, val_score=[0.9, 0.1],
+                             val_r2=[0.5, 0.5], concept_acc=[0.1, 1.0], object_acc=[0.0, 1.0], status="ok"))
+    assert select_on_validation(rows).capacity.tolist() == [64]
+
+
+def test_families_share_one_interface():
+    pairs = _pairs(SPACE)
+    y = toy_embeddings(SPACE, pairs, "concepts", dim=8)
+    for name in FAMILIES:
+        app = fit(name, SPACE, pairs[:300], y[:300], pairs[300:350], y[300:350], capacity=2 if name in ("xgboost", "forest") else 8,
+                  lr=0.3 if name == "xgboost" else 1e-2, steps=20, eval_every=10, device="cpu")
+        assert app.predict(pairs[350:]).shape == (len(pairs) - 350, 8) and np.isfinite(app.predict(pairs[350:])).all()
+
+
+def papermill(tmp_path: Path, *params: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "papermill", str(NB), str(tmp_path / "out.ipynb"), "--cwd", str(NB.parent), *params]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_one_run_by_papermill(tmp_path):
+    "One small run: the results table, the summary, Fig. 4 as PNG and PDF; a second run fits nothing."
+    out = tmp_path / "results"
+    params = ["-p", "encoder", "st:all-MiniLM-L6-v2", "-p", "pretrained", "default", "-p", "dataset", "text:4",
+              "-p", "coverages", "[0.5]", "-p", "families", '["mlp", "forest"]', "-p", "widths", "[16]", "-p", "lrs", "[0.01]",
+              "-p", "depths", "[2]", "-p", "steps", "30", "-p", "output_dir", str(out), "-p", "cache_dir", str(tmp_path / "cache")]
+    papermill(tmp_path, *params)
+    table = load_results(out / "complexity_results.csv")
+    assert len(table) == 2 and set(table.family) == {"mlp", "forest"} and (table.status == "ok").all()
+    assert table[["concept_acc", "object_acc"]].stack().between(0, 1).all()
+    for ext in ("png", "pdf"): assert (out / f"fig4_complexity.{ext}").stat().st_size > 0
+    assert len(pd.read_csv(out / "complexity_summary.csv")) == 2
+    outputs = json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
+    assert "Traceback" not in outputs
+    papermill(tmp_path, *params)
+    pd.testing.assert_frame_equal(load_results(out / "complexity_results.csv"), table)
