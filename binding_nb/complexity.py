@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn as nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .encoders import WeightsUnavailableError, embed, load_encoder
 from .geometry import Probes, RunSpec, SceneTable, dataset_by_name, fit_probes, r2_score, scene_table, split_scenes
