@@ -19,8 +19,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-from .encoders import WeightsUnavailableError, embed, load_encoder
-from .geometry import Probes, RunSpec, SceneTable, dataset_by_name, fit_probes, r2_score, scene_table, split_scenes
+from .geometry import Probes, RunSpec, SceneTable, embed_runs, fit_probes, r2_score, scene_table, split_scenes
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, coverage_split
 from .train import TrainingDiverged
 from .utils import (append_row, fingerprint, load_table, make_generator, resolve_device, save_figure,
@@ -445,29 +444,19 @@ def run_complexity(runs: Sequence[RunSpec], cells: Sequence[Cell], coverages: Se
                    cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto", dataset_options: dict | None = None,
                    progress: bool = True, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is 'not run'. Status and results."
-    runs = list(runs)
-    if not runs or not all(isinstance(r, RunSpec) for r in runs): raise TypeError("runs must be a non-empty list of RunSpec")
-    if len({r.name for r in runs}) < len(runs): raise ValueError(f"a run is listed twice in {[r.name for r in runs]}")
     cells = list(cells)
     if not cells: raise ValueError("no cells to fit: build them with grid(...)")
     for c in cells: family(c.family)
     resolve_device(device)
     status, results = [], []
-    for i, run in enumerate(runs, 1):
-        row = dict(run=run.name, dataset=run.dataset, model=run.model, weights=run.weights)
-        if progress: print(f"[{i}/{len(runs)}] {run.name}", flush=True)
-        t0 = time.perf_counter()
-        try:
-            encoder = load_encoder(run.encoder, pretrained=run.pretrained, modality=run.modality, device=device)
-            data = dataset_by_name(run.dataset, run.n_pairs, progress=progress, **(dataset_options or {}))
-        except (WeightsUnavailableError, FileNotFoundError) as e:
-            status.append({**row, "status": "not run", "reason": str(e).split(". ")[0].rstrip(".") + "."}); continue
-        emb = embed(encoder, data, batch_size=embed_batch_size, cache_dir=cache_dir, progress=progress)
-        table = scene_table(emb, data, n_objects=2, name=run.name)
-        t1 = time.perf_counter()
-        results.append(sweep(table, run.name, cells, coverages, seeds, output_dir, device=device, progress=progress, **sweep_options))
-        status.append({**row, "status": "ok", "reason": "", "scenes": table.n, "objects": len(table.objects), "dim": table.d,
-                       "embed_seconds": round(t1 - t0, 1), "sweep_seconds": _seconds_since(t1)})
+    for row, data, emb in embed_runs(runs, cache_dir, embed_batch_size, device, dataset_options, progress):
+        if data is not None:
+            table = scene_table(emb, data, n_objects=2, name=row["run"])
+            t0 = time.perf_counter()
+            results.append(sweep(table, row["run"], cells, coverages, seeds, output_dir, device=device, progress=progress, **sweep_options))
+            row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"),
+                       sweep_seconds=_seconds_since(t0))
+        status.append(row)
     return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=RESULT_COLUMNS))
 
 # %% ../nbs/04_complexity.ipynb #41d2b64c

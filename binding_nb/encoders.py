@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -24,6 +25,10 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 from tqdm import tqdm
+
+with warnings.catch_warnings():   # transformers and sentence-transformers import tqdm.auto, which warns in a notebook without ipywidgets
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    importlib.import_module("tqdm.auto")
 
 from .utils import atomic_file, fingerprint, resolve_device, set_aside, writable_folder
 
@@ -191,16 +196,14 @@ def build_seeded(seed: int, build: Callable[[], Any]) -> Any:
 # %% ../nbs/02_encoders.ipynb #091141d5
 @contextlib.contextmanager
 def quiet_loading():
-    "Silence the loaders' chatter (open_clip's 'initialized randomly' log, transformers' weight-loading bar, tqdm's widget warning)."
-    with warnings.catch_warnings():   # transformers imports tqdm.auto, which warns in a notebook without ipywidgets
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        import transformers.utils.logging as tlog
-        root_level, bar = logging.root.level, tlog.is_progress_bar_enabled()
-        logging.root.setLevel(logging.ERROR); tlog.disable_progress_bar()
-        try: yield
-        finally:
-            logging.root.setLevel(root_level)
-            if bar: tlog.enable_progress_bar()
+    "Silence the loaders' chatter (open_clip's 'initialized randomly' log, transformers' weight-loading bar) for a deliberate load."
+    import transformers.utils.logging as tlog
+    root_level, bar = logging.root.level, tlog.is_progress_bar_enabled()
+    logging.root.setLevel(logging.ERROR); tlog.disable_progress_bar()
+    try: yield
+    finally:
+        logging.root.setLevel(root_level)
+        if bar: tlog.enable_progress_bar()
 
 # %% ../nbs/02_encoders.ipynb #f899145a
 def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
@@ -372,7 +375,7 @@ _PACKAGED_ST = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 def load_st(ident: str, pretrained: str | bool | None = True, modality: str | None = "text", device: str = "auto",
             seed: int = 0) -> Encoder:
     "A sentence-transformers text model; `pretrained=None` re-initialises its transformer weights (seeded)."
-    with quiet_loading(): from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer
     if modality not in (None, "text"): raise ValueError(f"st: models embed text; got modality={modality!r}")
     device, name = str(resolve_device(device)), f"st:{ident}"
     example = f"load_encoder('st:/path/to/{ident.split('/')[-1]}') with a sentence-transformers folder"

@@ -29,8 +29,8 @@ __all__ = ['TOY_KINDS', 'ESTIMATORS', 'UNITS', 'ATTRIBUTION_VARIANTS', 'SECTIONS
            'estimator_table', 'reconstruct_held_out', 'retrieval_hits', 'Probes', 'split_scenes', 'fit_probes',
            'reconstruction_table', 'concepts_vs_objects_table', 'EditCases', 'edit_cases', 'edit', 'editing_table',
            'plot_editing', 'relabel', 'attribution_table', 'mds_points', 'plot_mds', 'GeometryReport',
-           'geometry_report', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'run_geometry',
-           'run_tables', 'beside_paper']
+           'geometry_report', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'embed_runs',
+           'run_geometry', 'run_tables', 'beside_paper']
 
 # %% ../nbs/03_geometry.ipynb #82010e8d
 @dataclass(eq=False)
@@ -953,19 +953,17 @@ def standard_runs(clevr3d_pairs: int | None = None, clevr3d_triples: int = 300, 
     runs += [RunSpec(d, dino, dinov2_weights, cap(k)) for d, k in images]
     return runs + [RunSpec("pug_spare", clip, w, cap(None)) for w in ("random", clip_weights)]
 
-# %% ../nbs/03_geometry.ipynb #a0ad46e4
+# %% ../nbs/03_geometry.ipynb #f3a9d6b1
 def _first_sentence(e: Exception) -> str: return str(e).split(". ")[0].rstrip(".") + "."
 
-def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
-                 progress: bool = True, **settings) -> tuple[pd.DataFrame, dict[str, GeometryReport]]:
-    "Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it; missing weights or data make a run 'not run'."
+def embed_runs(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+               progress: bool = True):
+    "Per run: its status row, and its dataset and embeddings (None, None when its weights or data are missing); encoders and datasets load once."
     runs = list(runs)
     if not runs: raise ValueError("no runs given")
     if not all(isinstance(r, RunSpec) for r in runs): raise TypeError("runs must be RunSpec objects, e.g. RunSpec('clevr2d', 'openclip:ViT-B-32')")
     if len({r.name for r in runs}) < len(runs): raise ValueError(f"a run is listed twice in {[r.name for r in runs]}")
-    _report_settings(**settings); resolve_device(device)
-    if cache_dir is not None: check_cache_dir(cache_dir)
-    encoders, datasets, status, reports = {}, {}, [], {}
+    encoders, datasets = {}, {}
     for i, run in enumerate(runs, 1):
         row = dict(run=run.name, dataset=run.dataset, n_pairs=run.n_pairs, family=run.family, model=run.model, weights=run.weights)
         if progress: print(f"[{i}/{len(runs)}] {run.name}", flush=True)
@@ -977,12 +975,25 @@ def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, 
             if data_key not in datasets:
                 datasets[data_key] = dataset_by_name(run.dataset, run.n_pairs, progress=progress, **(dataset_options or {}))
         except (WeightsUnavailableError, FileNotFoundError) as e:
-            status.append({**row, "status": "not run", "reason": _first_sentence(e)}); continue
+            yield {**row, "status": "not run", "reason": _first_sentence(e)}, None, None
+            continue
         emb = embed(encoders[enc_key], datasets[data_key], batch_size=batch_size, cache_dir=cache_dir, progress=progress)
-        t1 = time.perf_counter()
-        rep = reports[run.name] = geometry_report(emb, datasets[data_key], device=device, **settings)
-        status.append({**row, "status": "ok", "reason": "", "scenes": rep.table.n, "singles": len(rep.table.single_ids),
-                       "dim": rep.table.d, "prepare_seconds": round(t1 - t0, 1), "measure_seconds": round(rep.seconds, 1)})
+        yield {**row, "status": "ok", "reason": "", "prepare_seconds": round(time.perf_counter() - t0, 1)}, datasets[data_key], emb
+
+# %% ../nbs/03_geometry.ipynb #a0ad46e4
+def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+                 progress: bool = True, **settings) -> tuple[pd.DataFrame, dict[str, GeometryReport]]:
+    "Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it; missing weights or data make a run 'not run'."
+    runs = list(runs)
+    _report_settings(**settings); resolve_device(device)
+    if cache_dir is not None: check_cache_dir(cache_dir)
+    status, reports = [], {}
+    for row, data, emb in embed_runs(runs, cache_dir, batch_size, device, dataset_options, progress):
+        if data is not None:
+            rep = reports[row["run"]] = geometry_report(emb, data, device=device, **settings)
+            row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d, prepare_seconds=row.pop("prepare_seconds"),
+                       measure_seconds=round(rep.seconds, 1))
+        status.append(row)
     return pd.DataFrame(status), reports
 
 # %% ../nbs/03_geometry.ipynb #98566366
