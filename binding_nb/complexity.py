@@ -264,22 +264,30 @@ def _ceiling(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, f
     return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"])
 
 # %% ../nbs/04_complexity.ipynb #f1cfbcab
-CONTROL_KINDS = ("multiplicative", "table")
+CONTROL_KINDS = ("global_product", "per_object_product", "table")
 
-def control_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "multiplicative", dim: int = 64, rank: int = 32,
-                       noise: float = 0.05, seed: int = 0) -> np.ndarray:
-    "Float32 embeddings `[n, dim]` of scenes `objects[n, m, C]`: a sum over objects of a multiplicative binding of their concepts, or of a random vector per object."
+def control_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "global_product", dim: int = 64, rank: int = 32,
+                       spread: float = 0.5, noise: float = 0.05, seed: int = 0) -> np.ndarray:
+    "Float32 embeddings `[n, dim]` of scenes `objects[n, m, C]` with a known binding function: a global or a per-object product of concept vectors, or a random vector per object."
     if kind not in CONTROL_KINDS: raise ValueError(f"kind must be one of {CONTROL_KINDS}, got {kind!r}")
     objects = np.asarray(check_scenes(space, objects))
     rng = np.random.default_rng(seed)
     n, m, C = objects.shape
-    if kind == "table": per_object = rng.standard_normal((space.n_objects, dim), dtype=np.float32)
-    else:                                                   # a product of one random vector per concept value
-        grid = np.asarray(space.object_values(np.arange(space.n_objects)))                   # [|O|, C]
-        code = np.prod([rng.standard_normal((V, rank), dtype=np.float32)[grid[:, k]] for k, V in enumerate(space.values_per_concept)], 0)
-        per_object = code @ rng.standard_normal((rank, dim), dtype=np.float32) / np.sqrt(rank)
-    ids = np.asarray(space.object_ids(objects))
-    out = np.where(ids[..., None] >= 0, per_object[np.maximum(ids, 0)], 0).sum(1)
+    ids, vi = np.asarray(space.object_ids(objects)), np.asarray(space.value_index(objects))
+    present = (ids >= 0)[..., None]                                                         # [n, m, 1]: an empty slot adds nothing
+    if kind == "table":
+        out = np.where(present, rng.standard_normal((space.n_objects, dim), dtype=np.float32)[np.maximum(ids, 0)], 0).sum(1)
+    else:
+        if kind == "global_product":   # [sum_i sum_k u_{k,c_ik} ; prod_i prod_k v^(i)_{k,c_ik} - 1], v = 1 + spread * N(0, 1), a table per slot
+            u = rng.standard_normal((space.n_values, rank), dtype=np.float32) / np.sqrt(m * C)
+            v = 1 + spread * rng.standard_normal((m, space.n_values, rank), dtype=np.float32)
+            present = present[..., None]
+            products = np.where(present, v[np.arange(m)[:, None], vi], 1).prod((1, 2)) - 1
+            feats = np.concatenate([np.where(present, u[vi], 0).sum((1, 2)), products], 1)
+        else:                          # sum_i prod_k v_{k,c_ik}, v = N(0, 1), one table shared by the slots
+            v = rng.standard_normal((space.n_values, rank), dtype=np.float32)
+            feats = np.where(present, v[vi].prod(2), 0).sum(1)
+        out = feats @ rng.standard_normal((feats.shape[1], dim), dtype=np.float32) / np.sqrt(feats.shape[1])
     return (out + noise * rng.standard_normal((n, dim), dtype=np.float32)).astype(np.float32)
 
 # %% ../nbs/04_complexity.ipynb #21332b3a

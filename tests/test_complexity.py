@@ -25,16 +25,18 @@ def _pairs(space: ConceptSpace, n: int | None = None) -> np.ndarray:
     return pairs if n is None else pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n, replace=False))]
 
 
-def _control(kind: str, families, space=ConceptSpace([32, 32]), n=3000, steps=1000, capacity=32):
+def _control(kind: str, families, space=ConceptSpace([32, 32]), n=3000, steps=1000, capacity=32, lr=3e-2, **options):
+    "Fit `families` to the known-answer embeddings `kind` (seed 1, another than the notebook's): their held-out measures, and the probes' on the real ones."
     pairs = _pairs(space, n)
-    emb = (toy_embeddings(space, pairs, "concepts", seed=1) if kind == "additive"
-           else control_embeddings(space, pairs, kind, rank=28, noise=0.01, seed=1))
+    emb = (toy_embeddings(space, pairs, "concepts", seed=1, **options) if kind == "additive"
+           else control_embeddings(space, pairs, kind, noise=0.01, seed=1, **options))
     t = scene_table(emb, (pairs, space), name=kind)
     probes = fit_probes(t, *split_scenes(t.n, 0.4, 1), device="cpu")
     sp = scene_split(t, 0.5, seed=1)
+    capacity = capacity if isinstance(capacity, dict) else dict.fromkeys(families, capacity)
     out = {}
     for name in families:
-        app = fit(name, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=capacity, lr=3e-2,
+        app = fit(name, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=capacity[name], lr=lr,
                   steps=steps, device="cpu", seed=1)
         out[name] = evaluate(app, t, sp.test, probes)
     real = probes.accuracy(t.emb[np.setdiff1d(sp.test, probes.train)], t.values[np.setdiff1d(sp.test, probes.train)])
@@ -42,15 +44,24 @@ def _control(kind: str, families, space=ConceptSpace([32, 32]), n=3000, steps=10
 
 
 def test_additive_control_generalises_concepts_only():
-    "Another seed than the notebook's: a bag of concepts is predicted for held-out objects, and objects stay at the real embeddings' level."
+    "A bag of concepts is predicted for held-out objects, and objects stay at the real embeddings' level."
     out, real = _control("additive", ["mlp", "additive"], steps=1000, capacity=64)
     for name, r in out.items():
         assert r["concept_acc"] > (0.95 if name == "additive" else 0.7) and r["r2"] > 0.8, (name, r)
         assert r["object_acc"] <= max(real["object"], 0.6) + 0.1, (name, r, real)
 
 
-def test_multiplicative_control_is_recovered_by_a_product_probe():
-    out, real = _control("multiplicative", ["per_object_product", "additive"])
+def test_global_product_control_is_recovered_by_its_form_and_an_mlp():
+    "The notebook's multiplicative known answer on another seed: the global product to the ceiling, a small MLP most of the way."
+    out, real = _control("global_product", ["global_product", "mlp", "additive"], space=ConceptSpace([10, 10]), n=None, steps=2000,
+                         capacity={"global_product": 96, "mlp": 192, "additive": 96}, lr=1e-2, dim=256, rank=48)
+    assert out["global_product"]["r2"] > 0.95 and out["global_product"]["object_acc"] >= 0.9 * real["object"], (out, real)
+    assert out["mlp"]["r2"] > 0.85 and out["mlp"]["object_acc"] >= 0.75 * real["object"], (out, real)
+    assert out["additive"]["r2"] < 0.7 and out["additive"]["object_acc"] < 0.5 * real["object"], (out, real)
+
+
+def test_per_object_product_control_is_recovered_by_its_form():
+    out, real = _control("per_object_product", ["per_object_product", "additive"], rank=28)
     assert out["per_object_product"]["r2"] > 0.95 and out["per_object_product"]["object_acc"] >= 0.9 * real["object"], (out, real)
     assert out["additive"]["object_acc"] < 0.05 and out["additive"]["r2"] < 0.5
 
