@@ -5,9 +5,7 @@
 # %% ../nbs/04_complexity.ipynb #f0b2fb64
 from __future__ import annotations
 
-import copy
 import time
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,16 +19,16 @@ from tqdm import tqdm
 
 from .geometry import Probes, RunSpec, SceneTable, embed_runs, fit_probes, r2_score, scene_table, split_scenes
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, coverage_split
-from .train import TrainingDiverged
+from .train import TrainState, TrainingDiverged, fit as training_loop
 from .utils import (append_row, fingerprint, load_table, make_generator, resolve_device, save_figure,
                               table_lock, whole_number, writable_folder)
 
 # %% auto #0
 __all__ = ['FAMILIES', 'CONTROL_KINDS', 'RESULT_COLUMNS', 'STATUSES', 'SUMMARY_METRICS', 'PAPER_NUMBERS', 'one_hot_scenes',
            'SceneSplit', 'scene_split', 'BindingMLP', 'AdditiveProbe', 'PerObjectProductProbe', 'GlobalProductProbe',
-           'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit', 'evaluate', 'control_embeddings',
-           'row_problems', 'load_results', 'record_result', 'Cell', 'grid', 'fit_cell', 'sweep', 'select_on_validation',
-           'summarize', 'plot_complexity', 'complexity_runs', 'run_complexity', 'beside_paper']
+           'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit', 'evaluate', 'held_out_reference',
+           'control_embeddings', 'row_problems', 'load_results', 'record_result', 'Cell', 'grid', 'fit_cell', 'sweep',
+           'select_on_validation', 'summarize', 'plot_complexity', 'complexity_runs', 'run_complexity', 'beside_paper']
 
 # %% ../nbs/04_complexity.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -160,22 +158,23 @@ class Approximator:
 # %% ../nbs/04_complexity.ipynb #491121d2
 def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, lr: float = 1e-3,
                 steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, seed: int = 0) -> tuple[nn.Module, int, float]:
-    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None); the weights of lowest validation MSE, its step and loss."
-    g = make_generator(seed, X.device)
+    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop; the weights of lowest validation MSE, its step and loss."
+    g, full = make_generator(seed, X.device), batch_size is None or batch_size >= len(X)
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        if full: return X, Y
+        rows = torch.randint(len(X), (batch_size,), generator=g, device=X.device)
+        return X[rows], Y[rows]
+    mse = lambda m, batch: (((m(batch[0]) - batch[1]) ** 2).mean(), {})
+    state = TrainState(best_score=-float("inf"))
+    def validate() -> dict:
+        with torch.no_grad(): val = float(mse(model, (Xv, Yv))[0])
+        if not np.isfinite(val): raise TrainingDiverged(state.step, val)
+        return dict(mse=val)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    full = batch_size is None or batch_size >= len(X)
-    best, best_step, best_loss = copy.deepcopy(model.state_dict()), 0, float("inf")
-    for step in range(1, steps + 1):
-        rows = None if full else torch.randint(len(X), (batch_size,), generator=g, device=X.device)
-        xb, yb = (X, Y) if full else (X[rows], Y[rows])
-        loss = ((model(xb) - yb) ** 2).mean()
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-        if step % eval_every == 0 or step == steps:
-            with torch.no_grad(): val = float(((model(Xv) - Yv) ** 2).mean())
-            if not np.isfinite(val) or not torch.isfinite(loss): raise TrainingDiverged(step, float(loss))
-            if val < best_loss: best, best_step, best_loss = copy.deepcopy(model.state_dict()), step, val
-    model.load_state_dict(best)
-    return model.eval(), best_step, best_loss
+    training_loop(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate, eval_every,
+                  save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"])
+    model.load_state_dict(state.best_model)
+    return model.eval(), state.best_step, -state.best_score
 
 # %% ../nbs/04_complexity.ipynb #806d78ad
 class Standardised(nn.Module):
@@ -256,12 +255,13 @@ def evaluate(app: Approximator, table: SceneTable, rows: np.ndarray, probes: Pro
     acc = probes.accuracy(pred, table.values[rows])
     return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred))
 
-def _ceiling(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
-    "The probes on the real embeddings of `rows` they were not fitted on (all of `rows` when every one was)."
+def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
+    "What the scenes `rows` allow: the probes on the real embeddings they were not fitted on (all when every one was), and the bag-of-concepts baseline."
     rest = np.setdiff1d(rows, probes.train)
     rest = rest if len(rest) else rows
     acc = probes.accuracy(table.emb[rest], table.values[rest])
-    return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"])
+    return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
+                bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])))
 
 # %% ../nbs/04_complexity.ipynb #f1cfbcab
 CONTROL_KINDS = ("global_product", "per_object_product", "table")
@@ -281,9 +281,8 @@ def control_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "gl
         if kind == "global_product":   # [sum_i sum_k u_{k,c_ik} ; prod_i prod_k v^(i)_{k,c_ik} - 1], v = 1 + spread * N(0, 1), a table per slot
             u = rng.standard_normal((space.n_values, rank), dtype=np.float32) / np.sqrt(m * C)
             v = 1 + spread * rng.standard_normal((m, space.n_values, rank), dtype=np.float32)
-            present = present[..., None]
-            products = np.where(present, v[np.arange(m)[:, None], vi], 1).prod((1, 2)) - 1
-            feats = np.concatenate([np.where(present, u[vi], 0).sum((1, 2)), products], 1)
+            products = np.where(present[..., None], v[np.arange(m)[:, None], vi], 1).prod((1, 2)) - 1
+            feats = np.concatenate([np.where(present[..., None], u[vi], 0).sum((1, 2)), products], 1)
         else:                          # sum_i prod_k v_{k,c_ik}, v = N(0, 1), one table shared by the slots
             v = rng.standard_normal((space.n_values, rank), dtype=np.float32)
             feats = np.where(present, v[vi].prod(2), 0).sum(1)
@@ -357,13 +356,12 @@ def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
 
 def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000, batch_size: int | None = 4096,
-             eval_every: int = 50, device="auto") -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key)."
+             eval_every: int = 50, device="auto", reference: dict | None = None) -> dict:
+    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known."
     t0, v = time.perf_counter(), table.values
     base = dict(family=cell.family, capacity=cell.capacity, lr=cell.lr, coverage=split.coverage, seed=split.seed,
-                steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
-                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), **_ceiling(table, split.test, probes),
-                bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(v[split.test])))
+                steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan, n_train=len(split.train), n_val=len(split.val),
+                n_test=len(split.test), **(reference or held_out_reference(table, split.test, probes)))
     try:
         app = fit(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device)
@@ -390,9 +388,11 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     base = fingerprint(run, table.emb, table.values, probes.weight.cpu().numpy(), steps, batch_size, eval_every, val_fraction)
     key = lambda sp, c: fingerprint(base, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, sp.coverage, sp.seed, length=12)
     with table_lock(path): done = set(load_results(path).cell.astype(str))
-    todo = [(sp, c) for sp in splits for c in cells if key(sp, c) not in done]
-    for sp, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):
-        record_result(path, {"run": run, **fit_cell(table, sp, c, probes, steps, batch_size, eval_every, device), "cell": key(sp, c)})
+    todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in done]
+    refs = {i: held_out_reference(table, splits[i].test, probes) for i in dict.fromkeys(i for i, _ in todo)}   # once per split
+    for i, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):
+        row = fit_cell(table, splits[i], c, probes, steps, batch_size, eval_every, device, refs[i])
+        record_result(path, {"run": run, **row, "cell": key(splits[i], c)})
     with table_lock(path): results = load_results(path)
     mine = results.cell.astype(str).isin({key(sp, c) for sp in splits for c in cells})
     return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr"]).reset_index(drop=True)

@@ -82,8 +82,6 @@ def row_problems(df: pd.DataFrame) -> pd.Series:
     return why
 
 # %% ../nbs/05_coverage.ipynb #8f865a92
-def _empty_results() -> pd.DataFrame: return pd.DataFrame(columns=RESULT_COLUMNS)
-
 def load_results(path: str | Path) -> pd.DataFrame:
     "The results table at `path` (empty if missing); damaged rows are dropped with a warning, and a file that is not one is an error."
     return load_table(path, RESULT_COLUMNS, _KEYS, row_problems, text=("model_key", "device", "status"),

@@ -539,8 +539,8 @@ def _shared_labels(values: np.ndarray, slot: np.ndarray, names: Sequence[str]) -
     q, m, C = values.shape
     mine = values[np.arange(q), slot]
     same = ((values == mine[:, None]) & (np.arange(m) != slot[:, None])[..., None]).any(1)          # [q, C]
-    label = {code: "+".join(n for j, n in enumerate(names) if code >> j & 1) or "none" for code in range(2 ** C)}
-    return np.array([label[c] for c in same @ (1 << np.arange(C))], dtype=object)
+    labels = np.array(["+".join(n for j, n in enumerate(names) if code >> j & 1) or "none" for code in range(2 ** C)], dtype=object)
+    return labels[same @ (1 << np.arange(C))]
 
 def edit_cases(table: SceneTable, concept: int | str = 0, targets_per_slot: int | None = 1, max_scenes: int | None = None,
                seed: int = 0) -> EditCases:

@@ -275,10 +275,11 @@ def validation_score(metrics: dict) -> float:
     return sum(-1.0 if math.isnan(metrics[k]) else metrics[k] for k in ("object_acc", "concept_acc"))
 
 # %% ../nbs/B4_training.ipynb #8947226f
-def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict, **logs) -> bool:
-    "Log validation `metrics` (and `logs`) at the current step; keep a copy of the weights if they score best so far."
+def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict, score_fn: Callable[[dict], float] = validation_score,
+              **logs) -> bool:
+    "Log validation `metrics` (and `logs`) at the current step; keep a copy of the weights if they score best so far (by `score_fn`)."
     state.history.append(dict(step=state.step, **logs, **{f"val_{k}": v for k, v in metrics.items()}))
-    score = validation_score(metrics)
+    score = score_fn(metrics)
     if score <= state.best_score: return False
     state.best_score, state.best_step = score, state.step
     state.best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -360,8 +361,8 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         loss_fn: Callable,                       # (model, batch) -> (loss, dict of detached tensors to log)
         steps: int, validate: Callable[[], dict], eval_every: int, save: Callable[[], None], ckpt_every: int,
         stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
-        log_every: int = 50, amp: bool = False) -> bool:
-    "Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared progress bar."
+        log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score) -> bool:
+    "Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared progress bar; `score_fn`: what selects the weights kept."
     own = bar is None
     if own: bar = tqdm(total=steps, initial=state.step, desc=desc, disable=not progress, leave=False)
     t0 = time.perf_counter()
@@ -378,7 +379,7 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
             bar.set_postfix(loss=f"{value:.3f}", refresh=False)
         if due_eval:
             state.train_seconds += time.perf_counter() - t0
-            keep_best(state, model, validate(), loss=value, **{k: float(v) for k, v in parts.items()})
+            keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()})
             t0 = time.perf_counter()
         if due_ckpt:
             state.train_seconds += time.perf_counter() - t0; save(); t0 = time.perf_counter()
