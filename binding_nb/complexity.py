@@ -8,37 +8,24 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
-import torch.nn as nn
 from tqdm import tqdm
 
-from .geometry import Probes, RunSpec, SceneTable, embed_runs, fit_probes, r2_score, scene_table, split_scenes
-from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, coverage_split
-from .train import TrainState, TrainingDiverged, fit as training_loop
-from .utils import (append_row, fingerprint, load_table, make_generator, resolve_device, save_figure,
-                              table_lock, whole_number, writable_folder)
+from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
+from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
+from .results import ResultsTable
+from .runs import RunSpec, embed_runs
+from .scenes import ConceptSpace, coverage_split
+from .train import TrainingDiverged
+from .utils import fingerprint, resolve_device, save_figure, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['FAMILIES', 'CONTROL_KINDS', 'RESULT_COLUMNS', 'STATUSES', 'SUMMARY_METRICS', 'PAPER_NUMBERS', 'one_hot_scenes',
-           'SceneSplit', 'scene_split', 'BindingMLP', 'AdditiveProbe', 'PerObjectProductProbe', 'GlobalProductProbe',
-           'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit', 'evaluate', 'held_out_reference',
-           'control_embeddings', 'row_problems', 'load_results', 'record_result', 'Cell', 'grid', 'fit_cell', 'sweep',
-           'select_on_validation', 'summarize', 'plot_complexity', 'complexity_runs', 'run_complexity', 'beside_paper']
-
-# %% ../nbs/04_complexity.ipynb #e25f9eab
-def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
-    "The concatenated one-hot concept indices `[n, m * sum V_k]` of scenes `values[n, m, C]` (slot by slot, concept by concept)."
-    values = np.asarray(check_scenes(space, np.asarray(values)))
-    n, m, _ = values.shape
-    cols = np.asarray(space.value_index(values)) + space.n_values * np.arange(m)[:, None]   # [n, m, C]
-    x = np.zeros((n, m * space.n_values), np.float32)
-    np.put_along_axis(x, cols.reshape(n, -1), 1.0, axis=1)
-    return x
+__all__ = ['COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_cell', 'sweep',
+           'select_on_validation', 'summarize_complexity', 'plot_complexity', 'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #0c539720
 @dataclass(frozen=True)
@@ -51,7 +38,7 @@ class SceneSplit:
     seed: int
 
 # %% ../nbs/04_complexity.ipynb #8d1a3f97
-def scene_split(table: SceneTable, coverage: float, seed: int = 0, val_fraction: float = 0.1) -> SceneSplit:
+def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fraction: float = 0.1) -> SceneSplit:
     "Rows of `table` by the objects they hold: fitted on (`fit` objects only), validation (train objects, one `val` at least), test (held out only); objects split by `coverage_split` (of those that occur, when not all do)."
     objs = table.objects
     if len(objs) == table.space.n_objects: split = coverage_split(table.space, coverage, seed, val_fraction)
@@ -72,261 +59,27 @@ def scene_split(table: SceneTable, coverage: float, seed: int = 0, val_fraction:
                              + " or pass more scenes (all pairs, or a larger n_pairs)")
     return rows
 
-# %% ../nbs/04_complexity.ipynb #b5aeab96
-class _ConceptInput(nn.Module):
-    "Turns concept values `[n, m, C]` into global value indices `[n, m, C]` (per-concept offsets), for embedding tables."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int):
-        super().__init__()
-        self.values_per_concept, self.n_slots, self.n_values = tuple(values_per_concept), int(n_slots), int(sum(values_per_concept))
-        self.register_buffer("offsets", torch.tensor(np.cumsum((0,) + self.values_per_concept[:-1]), dtype=torch.long), persistent=False)
-
-    def index(self, values: torch.Tensor, per_slot: bool = False) -> torch.Tensor:
-        idx = values.long() + self.offsets
-        return idx + self.n_values * torch.arange(values.shape[1], device=values.device)[:, None] if per_slot else idx
-
-class BindingMLP(_ConceptInput):
-    "A ReLU MLP on the concatenated one-hot concept indices of the slots (the first layer as a table lookup), `depth` hidden layers of `width`."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, width: int = 256, depth: int = 1):
-        super().__init__(values_per_concept, n_slots)
-        self.first = nn.EmbeddingBag(n_slots * self.n_values, width, mode="sum")
-        nn.init.normal_(self.first.weight, std=(1 / (n_slots * len(self.values_per_concept))) ** 0.5)
-        self.bias = nn.Parameter(torch.zeros(width))
-        self.rest = nn.Sequential(*[m for _ in range(depth - 1) for m in (nn.Linear(width, width), nn.ReLU())])
-        self.head = nn.Linear(width, dim)
-
-    def forward(self, values: torch.Tensor) -> torch.Tensor:
-        idx = self.index(values, per_slot=True).flatten(1)                     # [n, m*C]: the one-hot columns that are 1
-        return self.head(self.rest(torch.relu(self.first(idx) + self.bias)))
-
-# %% ../nbs/04_complexity.ipynb #f0b944b9
-class AdditiveProbe(_ConceptInput):
-    "Additive: $\\sum_i \\sum_k u_{k,c_{ik}}$ (one table shared by the slots), then a linear head to the embedding."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
-        super().__init__(values_per_concept, n_slots)
-        self.u = nn.Embedding(self.n_values, rank)
-        self.head = nn.Linear(rank, dim)
-
-    def features(self, values: torch.Tensor) -> torch.Tensor: return self.u(self.index(values)).sum((1, 2))
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
-
-# %% ../nbs/04_complexity.ipynb #d3b8ee6c
-class PerObjectProductProbe(_ConceptInput):
-    "Per-object products: $\\sum_i \\prod_k v_{k,c_{ik}}$ (one table shared by the slots), then a linear head."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
-        super().__init__(values_per_concept, n_slots)
-        self.v = nn.Embedding(self.n_values, rank)
-        nn.init.normal_(self.v.weight, 1.0, 0.5)
-        self.head = nn.Linear(rank, dim)
-
-    def features(self, values: torch.Tensor) -> torch.Tensor: return self.v(self.index(values)).prod(2).sum(1)
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
-
-# %% ../nbs/04_complexity.ipynb #7c043d81
-class GlobalProductProbe(_ConceptInput):
-    "Global product: $\\sum_i \\sum_k u_{k,c_{ik}} + \\prod_i \\prod_k v^{(i)}_{k,c_{ik}}$ (a product table per slot), then a linear head."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
-        super().__init__(values_per_concept, n_slots)
-        self.u = nn.Embedding(self.n_values, rank)
-        self.v = nn.Embedding(n_slots * self.n_values, rank)
-        nn.init.normal_(self.v.weight, 1.0, 0.5)
-        self.head = nn.Linear(rank, dim)
-
-    def features(self, values: torch.Tensor) -> torch.Tensor:
-        return self.u(self.index(values)).sum((1, 2)) + self.v(self.index(values, per_slot=True)).prod(2).prod(1)
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
-
-# %% ../nbs/04_complexity.ipynb #20c600fa
-@dataclass
-class Approximator:
-    "A fitted binding approximator: `predict(values[n, m, C]) -> [n, d]` embeddings, and how its fit went."
-    family: str
-    model: object                  # an nn.Module (in eval mode) or a fitted scikit-learn / XGBoost regressor
-    space: ConceptSpace
-    dim: int                       # embedding dimension
-    best_step: int = 0             # the checkpoint kept (torch families: the step of the lowest validation loss)
-    val_loss: float = float("nan")
-
-    def predict(self, values: np.ndarray, chunk: int = 65536) -> np.ndarray:
-        values = np.asarray(values)
-        if isinstance(self.model, nn.Module):
-            dev = next(self.model.parameters()).device
-            with torch.inference_mode():
-                return np.concatenate([self.model(torch.as_tensor(values[a:a + chunk], device=dev)).float().cpu().numpy()
-                                       for a in range(0, len(values), chunk)] or [np.zeros((0, self.dim), np.float32)])
-        return np.asarray(self.model.predict(one_hot_scenes(self.space, values)), np.float32).reshape(len(values), -1)
-
-# %% ../nbs/04_complexity.ipynb #491121d2
-def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, lr: float = 1e-3,
-                steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, seed: int = 0) -> tuple[nn.Module, int, float]:
-    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop; the weights of lowest validation MSE, its step and loss."
-    g, full = make_generator(seed, X.device), batch_size is None or batch_size >= len(X)
-    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
-        if full: return X, Y
-        rows = torch.randint(len(X), (batch_size,), generator=g, device=X.device)
-        return X[rows], Y[rows]
-    mse = lambda m, batch: (((m(batch[0]) - batch[1]) ** 2).mean(), {})
-    state = TrainState(best_score=-float("inf"))
-    def validate() -> dict:
-        with torch.no_grad(): val = float(mse(model, (Xv, Yv))[0])
-        if not np.isfinite(val): raise TrainingDiverged(state.step, val)
-        return dict(mse=val)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    training_loop(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate, eval_every,
-                  save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"])
-    model.load_state_dict(state.best_model)
-    return model.eval(), state.best_step, -state.best_score
-
-# %% ../nbs/04_complexity.ipynb #806d78ad
-class Standardised(nn.Module):
-    "`inner(x) * scale + loc`, per dimension: a regressor that learns each embedding dimension centred and scaled to unit variance."
-    def __init__(self, inner: nn.Module, Y: torch.Tensor):
-        super().__init__()
-        self.inner, std = inner, Y.std(0, correction=0)
-        self.register_buffer("loc", Y.mean(0))
-        floor = 1e-8 * std.max()                            # the probes' floor: a dimension they amplify is fitted as closely
-        self.register_buffer("scale", std.clamp_min(floor) if floor > 0 else torch.ones_like(std))   # one scene: nothing to scale
-    def standardise(self, Y: torch.Tensor) -> torch.Tensor: return (Y - self.loc) / self.scale
-    def forward(self, x: torch.Tensor) -> torch.Tensor: return self.inner(x) * self.scale + self.loc
-
-# %% ../nbs/04_complexity.ipynb #123c32a8
-@dataclass(frozen=True)
-class Family:
-    "One approximator family: how to build it, what `capacity` means for it, and whether it takes a learning rate."
-    name: str
-    kind: str                      # 'torch' (trained by `train_torch`) or 'tree' (a scikit-learn style regressor)
-    make: Callable                 # torch: (values_per_concept, n_slots, dim, capacity) -> nn.Module; tree: (capacity, lr, seed) -> regressor
-    capacity: str                  # what the capacity is: hidden width, rank, number of trees
-    uses_lr: bool = True
-
-# %% ../nbs/04_complexity.ipynb #c45e8116
-def _xgboost(capacity: int, lr: float, seed: int):
-    import xgboost
-    return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist",
-                                multi_strategy="multi_output_tree", random_state=seed, n_jobs=1)
-
-def _forest(capacity: int, lr: float, seed: int):
-    from sklearn.ensemble import RandomForestRegressor
-    return RandomForestRegressor(n_estimators=100, max_depth=capacity, max_features="sqrt", random_state=seed, n_jobs=1)
-
-FAMILIES = {f.name: f for f in [
-    Family("mlp", "torch", lambda vpc, m, d, w: BindingMLP(vpc, m, d, w, depth=1), "hidden width"),
-    Family("mlp_deep", "torch", lambda vpc, m, d, w: BindingMLP(vpc, m, d, w, depth=3), "hidden width (3 hidden layers)"),
-    Family("additive", "torch", lambda vpc, m, d, r: AdditiveProbe(vpc, m, d, r), "rank"),
-    Family("per_object_product", "torch", lambda vpc, m, d, r: PerObjectProductProbe(vpc, m, d, r), "rank"),
-    Family("global_product", "torch", lambda vpc, m, d, r: GlobalProductProbe(vpc, m, d, r), "rank"),
-    Family("xgboost", "tree", _xgboost, "max depth (200 boosting rounds)"),
-    Family("forest", "tree", _forest, "max depth (100 trees, sqrt(p) features per split)", uses_lr=False),
-]}
-
-def family(name: str) -> Family:
-    "The registered family `name`, or a clear error."
-    if name not in FAMILIES: raise ValueError(f"unknown approximator family {name!r}: use one of {list(FAMILIES)}")
-    return FAMILIES[name]
-
-# %% ../nbs/04_complexity.ipynb #291b9aa5
-def fit(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray,
-        capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
-        seed: int = 0, device="auto") -> Approximator:
-    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`."
-    fam, capacity = family(family_name), whole_number(capacity, "capacity", low=1)
-    X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
-    Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)
-    for x, y, what in ((X_train, Y_train, "train"), (X_val, Y_val, "val")):
-        if y.ndim != 2 or len(y) != len(x) or len(x) == 0:
-            raise ValueError(f"{what}: need one embedding row per scene and at least one scene, got X {x.shape} and Y {y.shape}")
-    if fam.kind == "tree":
-        model = fam.make(capacity, lr, seed).fit(one_hot_scenes(space, X_train), Y_train)
-        app = Approximator(fam.name, model, space, Y_train.shape[1])
-        app.val_loss = float(((app.predict(X_val) - Y_val) ** 2).mean())
-        return app
-    dev = resolve_device(device)
-    t = lambda a: torch.as_tensor(a, device=dev)
-    with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
-        torch.manual_seed(seed)
-        model = Standardised(fam.make(space.values_per_concept, X_train.shape[1], Y_train.shape[1], capacity), t(Y_train)).to(dev)
-    _, step, loss = train_torch(model.inner, t(X_train), model.standardise(t(Y_train)), t(X_val), model.standardise(t(Y_val)), lr,
-                                whole_number(steps, "steps", low=1), batch_size, eval_every, seed)
-    return Approximator(fam.name, model.eval(), space, Y_train.shape[1], step, loss)
-
-# %% ../nbs/04_complexity.ipynb #a171bbe0
-def evaluate(app: Approximator, table: SceneTable, rows: np.ndarray, probes: Probes) -> dict:
-    "Held-out measures of `app` on the scenes `rows`: the probes' concept and object recognition on its predictions, and its R^2."
-    pred = app.predict(table.values[rows])
-    acc = probes.accuracy(pred, table.values[rows])
-    return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred))
-
-def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
-    "What the scenes `rows` allow: the probes on the real embeddings they were not fitted on (all when every one was), and the bag-of-concepts baseline."
-    rest = np.setdiff1d(rows, probes.train)
-    rest = rest if len(rest) else rows
-    acc = probes.accuracy(table.emb[rest], table.values[rest])
-    return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
-                bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])))
-
-# %% ../nbs/04_complexity.ipynb #f1cfbcab
-CONTROL_KINDS = ("global_product", "per_object_product", "table")
-
-def control_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "global_product", dim: int = 64, rank: int = 32,
-                       spread: float = 0.5, noise: float = 0.05, seed: int = 0) -> np.ndarray:
-    "Float32 embeddings `[n, dim]` of scenes `objects[n, m, C]` with a known binding function: a global or a per-object product of concept vectors, or a random vector per object."
-    if kind not in CONTROL_KINDS: raise ValueError(f"kind must be one of {CONTROL_KINDS}, got {kind!r}")
-    objects = np.asarray(check_scenes(space, objects))
-    rng = np.random.default_rng(seed)
-    n, m, C = objects.shape
-    ids, vi = np.asarray(space.object_ids(objects)), np.asarray(space.value_index(objects))
-    present = (ids >= 0)[..., None]                                                         # [n, m, 1]: an empty slot adds nothing
-    if kind == "table":
-        out = np.where(present, rng.standard_normal((space.n_objects, dim), dtype=np.float32)[np.maximum(ids, 0)], 0).sum(1)
-    else:
-        if kind == "global_product":   # [sum_i sum_k u_{k,c_ik} ; prod_i prod_k v^(i)_{k,c_ik} - 1], v = 1 + spread * N(0, 1), a table per slot
-            u = rng.standard_normal((space.n_values, rank), dtype=np.float32) / np.sqrt(m * C)
-            v = 1 + spread * rng.standard_normal((m, space.n_values, rank), dtype=np.float32)
-            products = np.where(present[..., None], v[np.arange(m)[:, None], vi], 1).prod((1, 2)) - 1
-            feats = np.concatenate([np.where(present[..., None], u[vi], 0).sum((1, 2)), products], 1)
-        else:                          # sum_i prod_k v_{k,c_ik}, v = N(0, 1), one table shared by the slots
-            v = rng.standard_normal((space.n_values, rank), dtype=np.float32)
-            feats = np.where(present, v[vi].prod(2), 0).sum(1)
-        out = feats @ rng.standard_normal((feats.shape[1], dim), dtype=np.float32) / np.sqrt(feats.shape[1])
-    return (out + noise * rng.standard_normal((n, dim), dtype=np.float32)).astype(np.float32)
-
 # %% ../nbs/04_complexity.ipynb #21332b3a
-RESULT_COLUMNS = ["run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
-                  "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
-                  "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status"]
-_TEXT = ("run", "family", "cell", "status")
-_KEYS = ["run", "family", "capacity", "coverage", "seed", "cell"]
-_COUNTS = ["capacity", "seed", "n_train", "n_val", "n_test"]
-STATUSES = ("ok", "diverged")
-
-def row_problems(df: pd.DataFrame) -> pd.Series:
-    "Per row of a complexity results table, what makes it unusable ('' when nothing does)."
+def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
+    "What makes a row of the complexity results unusable, beyond `ResultsTable`'s own checks (counts, status, accuracies)."
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
-    acc = [c for c in RESULT_COLUMNS if c.endswith("_acc")]
-    checks = {
-        "a missing or fractional count": ~pd.concat([num(c).notna() & (num(c) % 1 == 0) for c in _COUNTS], axis=1).all(axis=1),
+    return {
         "a coverage outside (0, 1)": ~num("coverage").between(0, 1, inclusive="neither"),
         "an unknown family": ~df.family.isin(list(FAMILIES)),
         "a malformed cell key": ~df.cell.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
-        "an unknown status": ~df.status.isin(STATUSES),
-        "an accuracy outside [0, 1]": ~pd.concat([num(c).isna() | num(c).between(0, 1) for c in acc], axis=1).all(axis=1),
         "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1),
     }
-    why = pd.Series("", index=df.index)
-    for reason, bad in checks.items(): why = why.where(~bad | (why != ""), reason)
-    return why
 
-# %% ../nbs/04_complexity.ipynb #890170d5
-def load_results(path: str | Path) -> pd.DataFrame:
-    "The complexity results table at `path` (empty if missing), read strictly by `load_table`."
-    return load_table(path, RESULT_COLUMNS, _KEYS, row_problems, text=_TEXT,
-                      folder_advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
-
-# %% ../nbs/04_complexity.ipynb #ba91acdf
-def _same_cell(df: pd.DataFrame, row: dict) -> pd.Series: return df.cell.astype(str) == row["cell"]
-
-def record_result(path: str | Path, row: dict) -> pd.DataFrame:
-    "Add `row` to the table at `path` under its lock, unless its cell is there already; the updated table."
-    return append_row(path, row, load_results, RESULT_COLUMNS, _same_cell)
+COMPLEXITY_RESULTS = ResultsTable(
+    file="complexity_results.csv",
+    columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
+             "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
+             "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status"),
+    keys=("run", "family", "capacity", "coverage", "seed", "cell"),   # a cell key fixes the other five; all six must head the file
+    text=("run", "family", "cell", "status"),
+    counts=("capacity", "seed", "n_train", "n_val", "n_test"),
+    checks=_complexity_checks,
+    advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #d4eb3eb6
 @dataclass(frozen=True)
@@ -363,13 +116,13 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
                 steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan, n_train=len(split.train), n_val=len(split.val),
                 n_test=len(split.test), **(reference or held_out_reference(table, split.test, probes)))
     try:
-        app = fit(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
+        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device)
     except TrainingDiverged:
         nan = float("nan")
         return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2"], nan),
                 "best_step": 0, "seconds": _seconds_since(t0), "status": "diverged"}
-    val, test = evaluate(app, table, split.val, probes), evaluate(app, table, split.test, probes)
+    val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
     return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items()}, **test,
             "best_step": app.best_step, "seconds": _seconds_since(t0), "status": "ok"}
 
@@ -382,18 +135,18 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     if not cells or not list(coverages) or not seeds: raise ValueError("nothing to run: cells, coverages and seeds must each be non-empty")
     for c in cells: family(c.family)
     steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
-    splits = [scene_split(table, cov, s, val_fraction) for cov in coverages for s in seeds]        # every split checked first
-    path = writable_folder(output_dir, "output_dir", "pass a folder you can write to") / "complexity_results.csv"
-    probes = probes if probes is not None else fit_probes(table, *split_scenes(table.n, 0.4, 0), device=device)
+    splits = [holdout_split(table, cov, s, val_fraction) for cov in coverages for s in seeds]        # every split checked first
+    path = COMPLEXITY_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
+    probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0), device=device)
     base = fingerprint(run, table.emb, table.values, probes.weight.cpu().numpy(), steps, batch_size, eval_every, val_fraction)
     key = lambda sp, c: fingerprint(base, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, sp.coverage, sp.seed, length=12)
-    with table_lock(path): done = set(load_results(path).cell.astype(str))
+    done = set(COMPLEXITY_RESULTS.read(path).cell.astype(str))
     todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in done]
     refs = {i: held_out_reference(table, splits[i].test, probes) for i in dict.fromkeys(i for i, _ in todo)}   # once per split
     for i, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):
         row = fit_cell(table, splits[i], c, probes, steps, batch_size, eval_every, device, refs[i])
-        record_result(path, {"run": run, **row, "cell": key(splits[i], c)})
-    with table_lock(path): results = load_results(path)
+        COMPLEXITY_RESULTS.append(path, {"run": run, **row, "cell": key(splits[i], c)})
+    results = COMPLEXITY_RESULTS.read(path)
     mine = results.cell.astype(str).isin({key(sp, c) for sp in splits for c in cells})
     return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr"]).reset_index(drop=True)
 
@@ -408,7 +161,7 @@ def select_on_validation(results: pd.DataFrame) -> pd.DataFrame:
 SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
                    "val_concept_acc", "val_object_acc"]
 
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
+def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
     "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen."
     best = select_on_validation(results)
     g = best.groupby(["run", "family", "coverage"], sort=False)
@@ -439,14 +192,6 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
-# %% ../nbs/04_complexity.ipynb #8a671259
-def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = 3000) -> list[RunSpec]:
-    "The runs of this page: random-init CLIP on CLEVR-2D, CLEVR and captions, pretrained MiniLM on a sample of captions, the pretrained encoders."
-    clip, dino, mini = "openclip:ViT-B-32", "hf:facebook/dinov2-base", "st:all-MiniLM-L6-v2"
-    runs = [RunSpec(d, clip, "random") for d in ("clevr2d", "clevr3d")] + [RunSpec("text:5", clip, "random"), RunSpec("text", mini, "default", text_pairs)]
-    runs += [RunSpec(d, clip, clip_weights) for d in ("clevr2d", "clevr3d")] + [RunSpec("text", clip, clip_weights, text_pairs)]
-    return runs + [RunSpec(d, dino, dinov2_weights) for d in ("clevr2d", "clevr3d")]
-
 # %% ../nbs/04_complexity.ipynb #34371f79
 def run_complexity(runs: Sequence[RunSpec], cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
                    cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto", dataset_options: dict | None = None,
@@ -465,35 +210,4 @@ def run_complexity(runs: Sequence[RunSpec], cells: Sequence[Cell], coverages: Se
             row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"),
                        sweep_seconds=_seconds_since(t0))
         status.append(row)
-    return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=RESULT_COLUMNS))
-
-# %% ../nbs/04_complexity.ipynb #41d2b64c
-_HF, _PL = "Hugging Face papers page summary", "PaperLayer summary"
-PAPER_NUMBERS = pd.DataFrame([
-    # figure, model, weights, families, measure, key, paper, source
-    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out object recognition, best over capacities and coverages", "max_object", "≤ 0.20", _HF + ", results"),
-    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out concept recognition at coverage > 0.3", "min_concept_above_0.3", "≥ 0.80", _PL + ", §5.1"),
-    ("Fig. 4", "DINOv2 ViT-B/14", "pretrained", ("mlp",), "held-out object recognition, best over capacities and coverages", "max_object", "low, as CLIP", _HF + ", results"),
-    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out object recognition", "max_object", "near zero", _PL + ", App. D.6"),
-    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out concept recognition", "max_concept", "high", _PL + ", App. D.6"),
-    ("App. D.7", "CLIP ViT-B/32 and DINOv2", "pretrained", ("global_product",), "held-out object recognition", "max_object", "near zero", _PL + ", App. D.7"),
-], columns=["figure", "model", "weights", "families", "measure", "key", "paper", "source"])
-
-# %% ../nbs/04_complexity.ipynb #07d29ed1
-def _ours(summary: pd.DataFrame, key: str) -> float:
-    "One number of ours from validation-selected summary rows, by a `PAPER_NUMBERS` key."
-    if key == "max_object": return float(summary.object_acc.max())
-    if key == "max_concept": return float(summary.concept_acc.max())
-    if key == "min_concept_above_0.3": return float(summary[summary.coverage > 0.3 + 1e-9].concept_acc.min())
-    raise ValueError(f"no rule for the paper key {key!r}")
-
-def beside_paper(status: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    "Each paper row beside ours, for every run (comparable: the paper's model with its pretrained weights); a run that could not run says why."
-    rows = []
-    for p in PAPER_NUMBERS.itertuples():
-        for r in status.itertuples():
-            s = summary[(summary.run == r.run) & summary.family.isin(p.families)] if len(summary) else summary
-            ours = f"could not run: {r.reason}" if r.status != "ok" else "not in this sweep" if s.empty else f"{_ours(s, p.key):.2f}"
-            rows.append(dict(figure=p.figure, measure=p.measure, families=", ".join(p.families), paper_model=p.model, paper=p.paper,
-                             run=r.run, ours=ours, comparable=r.weights != "random" and r.model.split(" ")[0] in p.model, source=p.source))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))

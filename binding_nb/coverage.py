@@ -13,26 +13,26 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 from filelock import FileLock
 from scipy import stats
 from tqdm import tqdm
 
 from .scenes import coverage_split
-from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, train_run, with_recipe
-from .utils import append_row, load_table, parse_list, resolve_device, save_figure, save_table, table_lock
+from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, train_run
+from .results import ResultsTable
+from .utils import resolve_device, save_figure
 
 # %% auto #0
-__all__ = ['GPU_SCALE', 'RESULT_COLUMNS', 'METRICS', 'SPLIT_METRICS', 'STATUSES', 'sweep_configs', 'check_output_dir',
-           'gpu_scale', 'row_problems', 'load_results', 'save_results', 'record_result', 'diverged_row', 'run_one',
-           'run_sweep', 'summarize', 'plot_coverage']
+__all__ = ['METRICS', 'SPLIT_METRICS', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir', 'run_identity', 'has_run',
+           'diverged_row', 'run_one', 'sweep_results', 'run_sweep', 'summarize_coverage', 'plot_coverage']
 
 # %% ../nbs/05_coverage.ipynb #45421737
-def sweep_configs(base: RunConfig, spaces, coverages, seeds) -> list[RunConfig]:
-    "One validated config per (C, V) x coverage x seed."
-    cfgs = [dataclasses.replace(base, C=C, V=V, coverage=cov, seed=s)
-            for C, V in spaces for cov in coverages for s in seeds]
-    if not cfgs: raise ValueError("nothing to run: spaces, coverages and seeds must each be non-empty")
+def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -> list[RunConfig]:
+    "One validated config per base setting x (C, V) x coverage x seed; `base` is one setting or a list of them."
+    bases = base if isinstance(base, (list, tuple)) else [base]
+    cfgs = [dataclasses.replace(b, C=C, V=V, coverage=cov, seed=s)
+            for b in bases for C, V in spaces for cov in coverages for s in seeds]
+    if not cfgs: raise ValueError("nothing to run: the settings, spaces, coverages and seeds must each be non-empty")
     for c in cfgs: check_config(c)
     return cfgs
 
@@ -44,70 +44,38 @@ def check_output_dir(output_dir: str | Path) -> Path:
         raise ValueError(f"output_dir {str(out)!r} is a file, not a folder: pass a folder path (it is created if missing)")
     return out
 
-# %% ../nbs/05_coverage.ipynb #48eaa805
-GPU_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5, eval_every=2500, ckpt_every=2500)
-
-def gpu_scale(base: RunConfig) -> RunConfig:
-    "`base` at the authors' documented scale (`GPU_SCALE`), except for the sizes that were set to other than their defaults."
-    default = RunConfig()
-    return dataclasses.replace(base, **{k: v for k, v in GPU_SCALE.items() if getattr(base, k) == getattr(default, k)})
-
 # %% ../nbs/05_coverage.ipynb #4b49d995
-RESULT_COLUMNS = ["C", "V", "n_objects", "coverage", "seed", "concept_acc", "object_acc", "object_acc_hard",
-                  "bag_of_concepts_acc", "steps", "train_seconds", "best_step", "val_object_acc", "val_concept_acc",
-                  "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status"]
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
 SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]   # in rows written since they exist
-STATUSES = ("ok", "diverged")
-_KEYS = ["C", "V", "coverage", "seed", "model_key"]
-_COUNTS = ["C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"]
 
-def row_problems(df: pd.DataFrame) -> pd.Series:
-    "Per row of a results table, what makes it unusable ('' when nothing does)."
+def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
+    "What makes a coverage row unusable, beyond the checks of every results table."
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
-    ok = df.status == "ok"
-    checks = {
-        "a missing or fractional count": ~pd.concat([num(c).notna() & (num(c) % 1 == 0) for c in _COUNTS], axis=1).all(axis=1),
-        "a coverage outside (0, 1]": ~num("coverage").between(0, 1, inclusive="right"),
-        "n_objects differing from V**C": num("n_objects") != num("V") ** num("C"),
-        "a malformed model_key": ~df.model_key.astype(str).str.fullmatch(r"[0-9a-f]{10}"),
-        "an unknown device": ~df.device.astype(str).str.fullmatch(r"cpu|cuda(:\d+)?"),
-        "an unknown status": ~df.status.isin(STATUSES),
-        "an accuracy outside [0, 1]": ~pd.concat([num(c).isna() | num(c).between(0, 1)
-                                                 for c in METRICS + ["val_object_acc", "val_concept_acc"]], axis=1).all(axis=1),
-        "missing test accuracies": ok & (num("n_heldout") > 0) & pd.concat([num(c).isna() for c in METRICS], axis=1).any(axis=1),
-    }
-    why = pd.Series("", index=df.index)
-    for reason, bad in checks.items(): why = why.where(~bad | (why != ""), reason)
-    return why
+    return {"a coverage outside (0, 1]": ~num("coverage").between(0, 1, inclusive="right"),
+            "n_objects differing from V**C": num("n_objects") != num("V") ** num("C"),
+            "a malformed model_key": ~df.model_key.astype(str).str.fullmatch(r"[0-9a-f]{10}"),
+            "an unknown device": ~df.device.astype(str).str.fullmatch(r"cpu|cuda(:\d+)?"),
+            "missing test accuracies": (df.status == "ok") & (num("n_heldout") > 0)
+                                       & pd.concat([num(c).isna() for c in METRICS], axis=1).any(axis=1)}
+
+COVERAGE_RESULTS = ResultsTable(
+    "coverage_results.csv",
+    columns=("C", "V", "n_objects", "coverage", "seed", "concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc",
+             "steps", "train_seconds", "best_step", "val_object_acc", "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes",
+             "model_key", "device", "status"),
+    keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
+    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
+    checks=_coverage_checks, defaults={"status": "ok"},       # no status: written before it existed
+    advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #8f865a92
-def load_results(path: str | Path) -> pd.DataFrame:
-    "The results table at `path` (empty if missing); damaged rows are dropped with a warning, and a file that is not one is an error."
-    return load_table(path, RESULT_COLUMNS, _KEYS, row_problems, text=("model_key", "device", "status"),
-                      defaults={"status": "ok"},      # no status: written before it existed
-                      folder_advice="the results table is the file coverage_results.csv inside an output_dir "
-                                    "(pass that file here, or pass the folder to run_sweep)")
+def run_identity(cfg: RunConfig) -> dict:
+    "The values that identify the run `cfg` in the results table."
+    return dict(C=cfg.C, V=cfg.V, coverage=cfg.coverage, seed=cfg.seed, model_key=cfg.model_key())
 
-# %% ../nbs/05_coverage.ipynb #d173e695
-def save_results(df: pd.DataFrame, path: str | Path) -> None:
-    "Write the table atomically, the standard columns first."
-    save_table(df, path, RESULT_COLUMNS)
-
-def _matches(df: pd.DataFrame, C: int, V: int, coverage: float, seed: int, model_key: str) -> pd.Series:
-    return ((df.C == C) & (df.V == V) & np.isclose(df.coverage.astype(float), coverage) & (df.seed == seed)
-            & (df.model_key.astype(str) == model_key))
-
-def _has_row(df: pd.DataFrame, cfg: RunConfig) -> bool:
-    return not df.empty and bool(_matches(df, cfg.C, cfg.V, cfg.coverage, cfg.seed, cfg.model_key()).any())
-
-# %% ../nbs/05_coverage.ipynb #1ba99298
-def record_result(path: str | Path, row: dict) -> pd.DataFrame:
-    "Add `row` to the results table at `path` under a file lock (no concurrent writer can lose it); the updated table."
-    return append_row(path, row, load_results, RESULT_COLUMNS, lambda df, r: _matches(df, *(r[k] for k in _KEYS)))
-
-def _locked_read(path: Path) -> pd.DataFrame:
-    with table_lock(path): return load_results(path)
+def has_run(table: pd.DataFrame, cfg: RunConfig) -> bool:
+    "Whether `table` holds the row of the run `cfg`."
+    return not table.empty and bool(COVERAGE_RESULTS.same(table, run_identity(cfg)).any())
 
 # %% ../nbs/05_coverage.ipynb #2e30b138
 def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
@@ -123,45 +91,42 @@ def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
 def run_one(cfg: RunConfig, output_dir: str | Path, progress: bool = True, bar: tqdm | None = None) -> dict:
     "Train (or resume) one run and add its row to `output_dir/coverage_results.csv`; its row (the recorded one, if there is one)."
     out = Path(output_dir)
-    table, ckpt = out / "coverage_results.csv", check_checkpoint_path(out / "checkpoints" / f"{cfg.run_name()}.pt")
-    key = (cfg.C, cfg.V, cfg.coverage, cfg.seed, cfg.model_key())
+    table, ckpt = COVERAGE_RESULTS.path(out), check_checkpoint_path(out / "checkpoints" / f"{cfg.run_name()}.pt")
     with FileLock(f"{ckpt}.lock"):                                   # one process per run: another waits, then finds the row
-        done = _locked_read(table)
-        if len(done) and _matches(done, *key).any(): return done[_matches(done, *key)].iloc[0].to_dict()
+        done = COVERAGE_RESULTS.read(table)
+        if has_run(done, cfg): return done[COVERAGE_RESULTS.same(done, run_identity(cfg))].iloc[0].to_dict()
         try: row = train_run(cfg, ckpt, progress=progress, bar=bar)
         except TrainingDiverged as e:
             warnings.warn(f"{cfg.run_name()}: {e}; recorded with status 'diverged'", stacklevel=2)
             row = diverged_row(cfg, e)
-        record_result(table, row)
+        COVERAGE_RESULTS.append(table, row)
     return row
 
 # %% ../nbs/05_coverage.ipynb #fe4d8916
-def run_sweep(base: RunConfig, spaces, coverages, seeds, output_dir: str | Path, progress: bool = True,
-              executor=None, wait: bool = True) -> pd.DataFrame:
-    "Train and evaluate every run not already in `output_dir/coverage_results.csv`, here or as jobs of a submitit `executor`; this sweep's rows."
-    cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
-    out = check_output_dir(output_dir)
-    table = out / "coverage_results.csv"
-    if executor is not None:                                 # one job per run, on the cluster page
-        from binding_nb.cluster import run_jobs
-        run_jobs(cfgs, out, executor, wait=wait, progress=progress)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        have = _locked_read(table)
-        todo = [c for c in cfgs if not _has_row(have, c)]                  # finished runs are never retrained
-        with tqdm(total=sum(c.steps for c in todo), desc="coverage sweep", disable=not progress) as bar:
-            for i, cfg in enumerate(todo):
-                done = bar.n + cfg.steps
-                bar.set_description(f"run {i + 1}/{len(todo)} {cfg.run_name()}")
-                run_one(cfg, out, progress=progress, bar=bar)
-                bar.update(done - bar.n)
-    results = _locked_read(table)
-    keys = {(c.C, c.V, round(c.coverage, 9), c.seed, c.model_key()) for c in cfgs}
-    mine = np.array([(r.C, r.V, round(float(r.coverage), 9), r.seed, str(r.model_key)) in keys for r in results.itertuples()], bool)
+def sweep_results(cfgs: list[RunConfig], output_dir: str | Path) -> pd.DataFrame:
+    "The rows of `output_dir/coverage_results.csv` that belong to the runs `cfgs`, in sweep order."
+    results = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(output_dir))
+    mine = np.zeros(len(results), bool)
+    for cfg in cfgs: mine |= COVERAGE_RESULTS.same(results, run_identity(cfg)).to_numpy()
     return results[mine].sort_values(["C", "V", "coverage", "seed"]).reset_index(drop=True)
 
+def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+    "Train and evaluate, in this process, every run not already in `output_dir/coverage_results.csv`; this sweep's rows."
+    cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
+    out = check_output_dir(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    have = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(out))
+    todo = [c for c in cfgs if not has_run(have, c)]                       # finished runs are never retrained
+    with tqdm(total=sum(c.steps for c in todo), desc="coverage sweep", disable=not progress) as bar:
+        for i, cfg in enumerate(todo):
+            done = bar.n + cfg.steps
+            bar.set_description(f"run {i + 1}/{len(todo)} {cfg.run_name()}")
+            run_one(cfg, out, progress=progress, bar=bar)
+            bar.update(done - bar.n)
+    return sweep_results(cfgs, out)
+
 # %% ../nbs/05_coverage.ipynb #d5d40d7f
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
+def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
     "Mean and 95% t-interval half-width over seeds of every metric, per (C, V, model_key, coverage); diverged runs are counted apart."
     keys = ["C", "V", "n_objects", "model_key", "coverage"]
     def ci(x):
@@ -174,9 +139,11 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return out.fillna({"n_seeds": 0, "n_diverged": 0}).astype({"n_seeds": int, "n_diverged": int}).reset_index()
 
 # %% ../nbs/05_coverage.ipynb #bb33e680
-def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig6_coverage"):
-    "Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the bag-of-concepts baseline."
-    panels = summary.groupby(["C", "V", "model_key"])
+def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig6_coverage",
+                  labels: dict[str, str] | None = None):
+    "Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the bag-of-concepts baseline; `labels`: a name per model_key."
+    order = {key: i for i, key in enumerate(labels or {})}                  # panels in the order of `labels`, then by key
+    panels = sorted(summary.groupby(["C", "V", "model_key"]), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order)), kv[0][2]))
     several = summary.groupby(["C", "V"]).model_key.nunique().max() > 1      # name the setting only when it tells panels apart
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
     styles = dict(concept_acc=("concept recognition", "C0", "-o"), object_acc=("object recognition", "C3", "-o"),
@@ -187,7 +154,7 @@ def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, n
             ax.plot(df.coverage, df[col], fmt, color=color, label=label, ms=4)
             if df[f"{col}_ci95"].notna().any():
                 ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color, alpha=0.2)
-        ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\nsetting {key}" if several else ""), xlabel="coverage (fraction of objects in training)", ylim=(-0.03, 1.03))
+        ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several or labels else ""), xlabel="coverage (fraction of objects in training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")
     axes[0, -1].legend(fontsize=8, loc="best")

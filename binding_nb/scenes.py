@@ -17,12 +17,11 @@ import torch
 from .utils import make_generator, numpy_or_torch, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['Array', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scenes', 'Vocab', 'vocab', 'scene_length',
-           'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries', 'tokenize_object_queries',
+__all__ = ['Array', 'as_int_array', 'check_range', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scenes',
            'CoverageSplit', 'coverage_split', 'attribute_swap_negatives', 'perturbation_negatives', 'hard_negatives',
-           'ranking_correct', 'present_value_mask', 'present_object_mask', 'concept_recognition', 'object_recognition',
-           'object_recognition_among', 'concept_recognition_among', 'consistent_object_sets',
-           'bag_of_concepts_accuracy', 'SceneBatch', 'make_batch']
+           'ranking_correct', 'membership', 'present_value_mask', 'present_object_mask', 'concept_recognition',
+           'object_recognition', 'object_recognition_among', 'concept_recognition_among', 'consistent_object_sets',
+           'bag_of_concepts_accuracy']
 
 # %% ../nbs/00_scenes.ipynb #c99d051c
 Array = np.ndarray | torch.Tensor
@@ -33,7 +32,7 @@ def _first(mask: Array) -> tuple:
     "Index of the first `True` entry of a bool array."
     return tuple(int(i) for i in (torch.nonzero(mask)[0].tolist() if _is_torch(mask) else np.argwhere(mask)[0]))
 
-def _as_int_array(x) -> Array:
+def as_int_array(x) -> Array:
     "`x` as an integer numpy array or torch tensor (lists become numpy)."
     if _is_torch(x):
         if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
@@ -44,7 +43,7 @@ def _as_int_array(x) -> Array:
         raise ValueError(f"expected an integer array, got dtype {x.dtype}; cast it with `.astype(int)`")
     return x
 
-def _check_range(x: Array, high: int, what: str, allow_empty: bool = False) -> None:
+def check_range(x: Array, high: int, what: str, allow_empty: bool = False) -> None:
     "Raise a `ValueError` unless every entry of `x` is in `[0, high)` (or `-1` when `allow_empty`)."
     if x.numel() == 0 if _is_torch(x) else x.size == 0: return
     lo, hi = int(x.min()), int(x.max())
@@ -105,7 +104,7 @@ class ConceptSpace:
 
     def check_values(self, values: Array, allow_empty: bool = False) -> Array:
         "Validate an integer array `[..., C]` of concept values (`-1` rows allowed with `allow_empty`)."
-        values = _as_int_array(values)
+        values = as_int_array(values)
         if values.ndim == 0 or values.shape[-1] != self.n_concepts:
             raise ValueError(f"values must have shape [..., {self.n_concepts}] (one value per concept), got {tuple(values.shape)}")
         v = (values.long() if _is_torch(values) else values.astype(np.int64)) if _is_unsigned(values) else values
@@ -127,8 +126,8 @@ class ConceptSpace:
 
     def check_ids(self, ids: Array, allow_empty: bool = False) -> Array:
         "Validate an integer array of object ids."
-        ids = _as_int_array(ids)
-        _check_range(ids, self.n_objects, "object id", allow_empty)
+        ids = as_int_array(ids)
+        check_range(ids, self.n_objects, "object id", allow_empty)
         return ids
 
     def object_ids(self, values: Array) -> Array:
@@ -162,7 +161,7 @@ def scene_sizes(scenes: Array) -> Array:
 # %% ../nbs/00_scenes.ipynb #895b21c5
 def check_scenes(space: ConceptSpace, scenes: Array, max_objects: int | None = None) -> Array:
     "Validate a scene array `[n, max_objects, C]`: values in range, filled slots first, at most `max_objects` objects."
-    scenes = _as_int_array(scenes)
+    scenes = as_int_array(scenes)
     if scenes.ndim != 3:
         raise ValueError(f"scenes must be an array [n_scenes, max_objects, C], got shape {tuple(scenes.shape)}")
     if _is_unsigned(scenes):
@@ -189,8 +188,10 @@ def sample_scenes(space: ConceptSpace,
                   max_objects: int,
                   generator: torch.Generator | int = 0,  # a generator on the ids' device, or a seed
                   min_objects: int = 1,
+                  check: bool = True,  # False: trust the arguments (no host sync on a GPU)
                   ) -> torch.Tensor:  # [n_scenes, max_objects, C] values, -1 in empty slots
     "Sample scenes of `min_objects..max_objects` objects drawn uniformly from `object_ids`, on their device."
+    if not check: return _sample_scenes(space, object_ids.reshape(-1), n_scenes, max_objects, _generator(generator, object_ids.device), min_objects)
     n_scenes = whole_number(n_scenes, "n_scenes", low=0)
     max_objects, min_objects = whole_number(max_objects, "max_objects"), whole_number(min_objects, "min_objects")
     if not 1 <= min_objects <= max_objects:
@@ -209,98 +210,6 @@ def _sample_scenes(space, ids, n_scenes, max_objects, g, min_objects=1):
     n = torch.randint(min_objects, max_objects + 1, (n_scenes, 1), generator=g, device=ids.device)
     chosen = ids[pick].where(torch.arange(max_objects, device=ids.device) < n, -1)
     return space.object_values(chosen)
-
-# %% ../nbs/00_scenes.ipynb #2c8eb509
-@dataclass(frozen=True)
-class Vocab:
-    "Token ids of a concept space: value tokens, then SOO, EOO, EOS, PAD."
-    n_values: int
-    @property
-    def soo(self) -> int: return self.n_values
-    @property
-    def eoo(self) -> int: return self.n_values + 1
-    @property
-    def eos(self) -> int: return self.n_values + 2
-    @property
-    def pad(self) -> int: return self.n_values + 3
-    @property
-    def size(self) -> int: return self.n_values + 4
-
-# %% ../nbs/00_scenes.ipynb #77266d57
-def vocab(space: ConceptSpace) -> Vocab: return Vocab(space.n_values)
-
-# %% ../nbs/00_scenes.ipynb #e12a343e
-def scene_length(space: ConceptSpace, max_objects: int) -> int:
-    "$L_{max} = (C+2) O_{max} + 1$."
-    return (space.n_concepts + 2) * whole_number(max_objects, "max_objects", low=1) + 1
-
-# %% ../nbs/00_scenes.ipynb #eaa6d915
-def _object_blocks(space: ConceptSpace, values: torch.Tensor) -> torch.Tensor:
-    "`SOO t.. EOO` blocks `[..., C+2]` for values `[..., C]`; empty (-1) objects become PAD."
-    voc = vocab(space)
-    tok = space.value_index(values)
-    soo, eoo = torch.full_like(tok[..., :1], voc.soo), torch.full_like(tok[..., :1], voc.eoo)
-    blocks = torch.cat([soo, tok, eoo], -1)
-    return blocks.where(values[..., :1] >= 0, voc.pad)
-
-@numpy_or_torch("scenes")
-def _scene_tokens(space: ConceptSpace, scenes: torch.Tensor, max_objects: int) -> torch.Tensor:
-    s = scenes
-    if s.shape[1] > max_objects: s = s[:, :max_objects]           # only empty slots are cut (checked above)
-    if s.shape[1] < max_objects: s = torch.cat([s, s.new_full((s.shape[0], max_objects - s.shape[1], s.shape[2]), -1)], 1)
-    voc, width = vocab(space), space.n_concepts + 2
-    body = _object_blocks(space, s).flatten(1)
-    tokens = torch.cat([body, body.new_full((s.shape[0], 1), voc.pad)], 1)
-    tokens.scatter_(1, scene_sizes(s)[:, None] * width, voc.eos)  # EOS right after the last object
-    return tokens
-
-def tokenize_scenes(space: ConceptSpace, scenes: Array, max_objects: int, check: bool = True) -> Array:
-    "Token ids `[n, (C+2)*max_objects+1]` of scenes `[n, slots, C]`: objects, EOS, then PAD."
-    if check: scenes, max_objects = check_scenes(space, scenes, max_objects), whole_number(max_objects, "max_objects")
-    return _scene_tokens(space, scenes, max_objects)
-
-# %% ../nbs/00_scenes.ipynb #c874c345
-@numpy_or_torch("tokens")
-def _scenes_of_tokens(space: ConceptSpace, tokens: torch.Tensor, max_objects: int) -> torch.Tensor:
-    voc, width = vocab(space), space.n_concepts + 2
-    if tokens.ndim != 2 or tokens.shape[1] != scene_length(space, max_objects):
-        raise ValueError(f"scene tokens must have shape [n, {scene_length(space, max_objects)}], got {tuple(tokens.shape)}")
-    blocks = tokens[:, :-1].reshape(len(tokens), max_objects, width)
-    filled = blocks[..., 0] == voc.soo
-    n = filled.sum(-1)
-    values = blocks[..., 1:-1] - torch.tensor(space.offsets, device=tokens.device)
-    expected = tokenize_scenes(space, values.where(filled[..., None], -1), max_objects, check=False) if len(tokens) else tokens
-    ok = filled.any(-1).all() and (filled == (torch.arange(max_objects, device=tokens.device) < n[:, None])).all()
-    vpc = torch.tensor(space.values_per_concept, device=tokens.device)
-    ok = ok and bool((((values >= 0) & (values < vpc)) | ~filled[..., None]).all()) and bool((expected == tokens).all())
-    if not ok: raise ValueError("tokens are not a well-formed scene: expected objects `SOO values EOO`, then EOS, then PAD")
-    return values.where(filled[..., None], -1)
-
-def detokenize_scenes(space: ConceptSpace, tokens: Array, max_objects: int) -> Array:
-    "Inverse of `tokenize_scenes`: scenes `[n, max_objects, C]` from token ids; malformed sequences raise."
-    return _scenes_of_tokens(space, _as_int_array(tokens), whole_number(max_objects, "max_objects", low=1))
-
-# %% ../nbs/00_scenes.ipynb #3dc52219
-@numpy_or_torch("value_index")
-def _concept_query_tokens(space: ConceptSpace, value_index: torch.Tensor) -> torch.Tensor:
-    return torch.stack([value_index, torch.full_like(value_index, vocab(space).eos)], -1)
-
-def tokenize_concept_queries(space: ConceptSpace, value_index: Array | None = None) -> Array:
-    "Concept queries `[..., 2]` = `t(k,v) EOS` for global value indices (default: every value of the space)."
-    idx = torch.arange(space.n_values) if value_index is None else _as_int_array(value_index)
-    _check_range(idx, space.n_values, "concept value index")
-    return _concept_query_tokens(space, idx)
-
-# %% ../nbs/00_scenes.ipynb #d734198b
-@numpy_or_torch("object_ids")
-def _object_query_tokens(space: ConceptSpace, object_ids: torch.Tensor) -> torch.Tensor:
-    blocks = _object_blocks(space, space.object_values(object_ids))
-    return torch.cat([blocks, torch.full_like(blocks[..., :1], vocab(space).eos)], -1)
-
-def tokenize_object_queries(space: ConceptSpace, object_ids: Array, check: bool = True) -> Array:
-    "Object queries `[..., C+3]` = `SOO t(1,c1) .. t(C,cC) EOO EOS` for object ids."
-    ids = space.check_ids(object_ids) if check else object_ids
-    return _object_query_tokens(space, ids)
 
 # %% ../nbs/00_scenes.ipynb #e3699831
 @dataclass(frozen=True)
@@ -350,7 +259,9 @@ def _drop_present(space, cand_values, scene_ids, allowed):
     return cand
 
 def _allowed_mask(space, allowed, device):
+    "`allowed` object ids as an `[|O|]` bool mask on `device` (a mask of that shape is taken as it is)."
     if allowed is None: return None
+    if isinstance(allowed, torch.Tensor) and allowed.dtype == torch.bool and allowed.shape == (space.n_objects,): return allowed
     mask = torch.zeros(space.n_objects, dtype=torch.bool, device=device)
     mask[torch.as_tensor(space.check_ids(allowed), device=device).long()] = True
     return mask
@@ -412,23 +323,41 @@ def ranking_correct(scores: Array,  # [n, K] scores
     highest_neg = s.where(~pos & ok, -inf).amax(-1)
     return lowest_pos > highest_neg
 
+# %% ../nbs/00_scenes.ipynb #af2e3d5a
+def membership(index: Array,          # [n, ...] unit ids in [0, size), -1 for none
+               size: int,             # the number of units U
+               sparse: bool = False,  # a scipy.sparse CSR matrix (numpy input only)
+               dtype=None,            # of the counts (default int64)
+               ) -> Array:            # [n, size] counts: numpy, torch on index's device, or CSR
+    "How often each unit occurs in each row of `index`."
+    if _is_torch(index):
+        if sparse: raise ValueError("sparse=True needs a numpy index; pass index.cpu().numpy()")
+        idx = index.reshape(len(index), math.prod(index.shape[1:])).long()
+        out = torch.zeros(len(idx), size + 1, dtype=torch.int64, device=idx.device)
+        out.scatter_add_(1, idx.where(idx >= 0, size), torch.ones_like(idx))
+        return out[:, :size].to(dtype or torch.int64)
+    idx = np.asarray(index)
+    idx = idx.reshape(len(idx), math.prod(idx.shape[1:]))
+    check_range(idx, size, "unit ids", allow_empty=True)
+    rows = np.broadcast_to(np.arange(len(idx))[:, None], idx.shape)
+    ok = idx >= 0
+    if sparse:
+        from scipy.sparse import csr_matrix
+        return csr_matrix((np.ones(int(ok.sum()), dtype or np.float64), (rows[ok], idx[ok])), shape=(len(idx), size))
+    counts = np.bincount((rows * size + idx)[ok], minlength=len(idx) * size).reshape(len(idx), size)
+    return counts.astype(dtype or np.int64)
+
 # %% ../nbs/00_scenes.ipynb #4c57e72b
 def _to_torch(x) -> torch.Tensor: return torch.from_numpy(np.asarray(x)) if not _is_torch(x) else x
 
 def present_value_mask(space: ConceptSpace, scenes: Array) -> Array:
     "`[n, sum V_k]` bool: which concept values (concept-major) occur in each scene."
-    idx = _to_torch(space.value_index(scenes)).flatten(1)
-    mask = torch.zeros(idx.shape[0], space.n_values + 1, dtype=torch.bool, device=idx.device)
-    mask.scatter_(1, idx.where(idx >= 0, space.n_values), True)
-    return mask[:, :-1]
+    return membership(_to_torch(space.value_index(scenes)), space.n_values) > 0
 
 # %% ../nbs/00_scenes.ipynb #fc487c0a
 def present_object_mask(space: ConceptSpace, scenes: Array) -> Array:
     "`[n, |O|]` bool: which objects occur in each scene."
-    ids = _to_torch(space.object_ids(scenes))
-    mask = torch.zeros(ids.shape[0], space.n_objects + 1, dtype=torch.bool, device=ids.device)
-    mask.scatter_(1, ids.where(ids >= 0, space.n_objects), True)
-    return mask[:, :-1]
+    return membership(_to_torch(space.object_ids(scenes)), space.n_objects) > 0
 
 # %% ../nbs/00_scenes.ipynb #13bcdcfe
 def _check_scores(scores, n_scenes, width, what):
@@ -456,13 +385,13 @@ def object_recognition(scores: Array, scenes: Array, space: ConceptSpace) -> Arr
 def _among(scores, scenes, space, candidates, kind):
     scenes = _to_torch(check_scenes(space, scenes))
     s = scores
-    cand = _to_torch(_as_int_array(candidates)).to(s.device)
+    cand = _to_torch(as_int_array(candidates)).to(s.device)
     if cand.ndim == 1: cand = cand.expand(scenes.shape[0], -1)        # one shared candidate list
     _check_scores(s, scenes.shape[0], cand.shape[1], f"{kind}-candidate")
     if kind == "object":
         space.check_ids(cand, allow_empty=True); present = space.object_ids(scenes).to(s.device)
     else:
-        _check_range(cand, space.n_values, "concept value index", allow_empty=True)
+        check_range(cand, space.n_values, "concept value index", allow_empty=True)
         present = space.value_index(scenes).flatten(1).to(s.device)
     pos = (cand[..., None] == present[:, None, :]).any(-1) & (cand >= 0)
     covered = ((present[..., None] == cand[:, None, :]).any(-1) | (present < 0)).all(-1)
@@ -504,86 +433,3 @@ def consistent_object_sets(space: ConceptSpace, scenes: torch.Tensor, max_candid
 def bag_of_concepts_accuracy(space: ConceptSpace, scenes: torch.Tensor) -> float:
     "Expected object recognition of a model that knows exactly which values are present and guesses among consistent sets."
     return float((1.0 / consistent_object_sets(space, scenes).double()).mean()) if len(scenes) else float("nan")
-
-# %% ../nbs/00_scenes.ipynb #507214c0
-@dataclass
-class SceneBatch:
-    "A training batch: scenes, their tokens, queries and positive-query indices."
-    scenes: torch.Tensor            # [B, O_max, C] values, -1 empty
-    scene_tokens: torch.Tensor      # [B, L_max]
-    concept_queries: torch.Tensor   # [sum V_k, 2]
-    concept_pos: torch.Tensor       # [B, O_max*C] index into concept_queries, -1 none
-    object_query_ids: torch.Tensor  # [Q] object ids (sorted, unique)
-    object_queries: torch.Tensor    # [Q, C+3]
-    object_pos: torch.Tensor        # [B, O_max] index into object_queries, -1 none
-    partial_positives: bool = False # True when a scene may have no positive object query (capped positives)
-
-    def concept_labels(self) -> torch.Tensor:
-        "Dense `[B, sum V_k]` bool labels."
-        return _pos_to_mask(self.concept_pos, len(self.concept_queries))
-    def object_labels(self) -> torch.Tensor:
-        "Dense `[B, Q]` bool labels."
-        return _pos_to_mask(self.object_pos, len(self.object_queries))
-
-def _pos_to_mask(pos: torch.Tensor, width: int) -> torch.Tensor:
-    mask = torch.zeros(pos.shape[0], width + 1, dtype=torch.bool, device=pos.device)
-    return mask.scatter_(1, pos.where(pos >= 0, width), True)[:, :-1]
-
-# %% ../nbs/00_scenes.ipynb #c18864d1
-def _dedupe(idx: torch.Tensor) -> torch.Tensor:
-    "Replace repeats within each row of `idx` `[n, P]` by -1 (keeps the first occurrence)."
-    same = idx[:, :, None] == idx[:, None, :]
-    earlier = torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool, device=idx.device).tril(-1)
-    return idx.where(~(same & earlier).any(-1), -1)
-
-def _random_pick(cand: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor:
-    "Per row of `cand` `[n, P]` (-1 = none), `k` valid entries chosen at random, `[n, k]`, -1 where a row has fewer."
-    score = torch.rand(cand.shape, generator=g, device=cand.device).masked_fill(cand < 0, -1.0)
-    top = score.topk(min(k, cand.shape[1]), dim=1)
-    return cand.gather(1, top.indices).where(top.values >= 0, -1)
-
-def make_batch(space: ConceptSpace,
-               object_ids: torch.Tensor,  # ids scenes are drawn from (e.g. the fit objects), on the target device
-               batch_size: int,
-               max_objects: int,
-               generator: torch.Generator,  # on the same device
-               n_perturb: int = 1,  # perturbation negatives per object
-               allowed: torch.Tensor | None = None,  # [|O|] bool: objects that may appear as negatives (default: object_ids)
-               min_objects: int = 1,  # objects per scene: min_objects..max_objects
-               concept_queries: str = "all",  # every value of the space ('all'), or only those 'present' in the batch
-               swaps_per_scene: int = 0,  # attribute-swap negatives per scene: 0 every one, else that many at random
-               max_object_positives: int = 0,  # 0: every object of the batch is a query; else at most this many, at random
-               ) -> SceneBatch:
-    "One training batch of scenes with concept and object queries, hard negatives and labels."
-    batch_size, max_objects = whole_number(batch_size, "batch_size"), whole_number(max_objects, "max_objects")
-    min_objects, n_perturb = whole_number(min_objects, "min_objects"), whole_number(n_perturb, "n_perturb", low=0)
-    swaps_per_scene = whole_number(swaps_per_scene, "swaps_per_scene", low=0)
-    max_object_positives = whole_number(max_object_positives, "max_object_positives", low=0)
-    if batch_size < 1 or not 1 <= min_objects <= max_objects:
-        raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} and {max_objects}")
-    if concept_queries not in ("all", "present"): raise ValueError(f"concept_queries must be 'all' or 'present', got {concept_queries!r}")
-    dev = object_ids.device
-    if allowed is None: allowed = _allowed_mask(space, object_ids, dev)
-    scenes = _sample_scenes(space, object_ids, batch_size, max_objects, generator, min_objects)
-    ids = space.object_ids(scenes)                                                  # [B, M]
-    swaps = attribute_swap_negatives(space, scenes, check=False)
-    swaps = swaps.where(allowed[swaps.clamp_min(0)], -1)
-    if swaps_per_scene: swaps = _random_pick(swaps, swaps_per_scene, generator)
-    pert = _perturb(space, scenes, generator, n_perturb, allowed) if n_perturb else swaps[:, :0]
-    positives = ids
-    if max_object_positives:                                                        # a random subset of the batch's objects
-        present = torch.unique(ids[ids >= 0])
-        positives = present[torch.randperm(len(present), generator=generator, device=dev)[:max_object_positives]]
-    query_ids = torch.cat([positives.flatten(), swaps.flatten(), pert.flatten()])
-    query_ids = torch.unique(query_ids[query_ids >= 0])                             # sorted
-    object_pos = torch.searchsorted(query_ids, ids.clamp_min(0))
-    queried = query_ids[object_pos.clamp(max=len(query_ids) - 1)] == ids if max_object_positives else True
-    object_pos = object_pos.where((ids >= 0) & queried, -1)
-    values = space.value_index(scenes).flatten(1)
-    value_queries = torch.arange(space.n_values, device=dev) if concept_queries == "all" else torch.unique(values[values >= 0])
-    concept_pos = values if concept_queries == "all" else torch.searchsorted(value_queries, values.clamp_min(0)).where(values >= 0, -1)
-    return SceneBatch(scenes=scenes, scene_tokens=tokenize_scenes(space, scenes, max_objects, check=False),
-                      concept_queries=tokenize_concept_queries(space, value_queries),
-                      concept_pos=_dedupe(concept_pos), object_query_ids=query_ids,
-                      object_queries=tokenize_object_queries(space, query_ids, check=False),
-                      object_pos=_dedupe(object_pos), partial_positives=bool(max_object_positives))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import math
 import numbers
-import tempfile
 import time
 import dataclasses
 from dataclasses import asdict, dataclass, field, fields
@@ -19,19 +18,21 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .models import DualEncoder, ModelConfig, batch_loss
-from .scenes import (ConceptSpace, attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, coverage_split, hard_negatives,
-                               make_batch, object_recognition, object_recognition_among, sample_scenes, scene_sizes,
-                               tokenize_concept_queries, tokenize_object_queries, tokenize_scenes)
+from .models import batch_loss, DualEncoder, ModelConfig
+from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
+                               coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
+                               scene_sizes)
+from .tokens import make_batch, SceneBatch, tokenize_concept_queries, tokenize_object_queries, tokenize_scenes
 from .utils import (CorruptFileError, fingerprint, make_generator, read_verified, resolve_device, set_aside,
                               whole_number, writable_folder, write_verified)
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'RunConfig', 'check_config', 'with_recipe', 'RunData', 'run_data',
-           'embed_all_queries', 'evaluate', 'seen_swap_split', 'build_model', 'warmup_linear_decay', 'make_optimizer',
-           'concept_weight_at', 'train_step', 'TrainState', 'validation_score', 'keep_best', 'save_checkpoint',
-           'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model', 'TrainingDiverged',
-           'fit', 'result_row', 'train_run']
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'RunConfig', 'check_config',
+           'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'evaluate',
+           'swap_breakdown', 'build_model', 'warmup_linear_decay', 'make_optimizer', 'concept_weight_at', 'train_step',
+           'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best', 'save_checkpoint', 'read_checkpoint',
+           'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model', 'TrainingDiverged', 'fit', 'result_row',
+           'setup_run', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -74,6 +75,15 @@ class RunConfig:
     query_weight_decay: float | None = None   # the query encoder's weight decay; None: weight_decay
     concept_weight: float = 1.0   # weight of the concept loss ...
     concept_off_at: float = 0.0   # ... constant (0), or decayed linearly to 0 by this fraction of the steps
+    concept_on_at: float = 0.0    # ... or off (0) until this fraction of the steps: the object loss first
+    schedule: str = "linear"      # after the warm-up: 'linear' decay to 0, or 'constant'
+    grokfast: float = 0.0         # > 0: add this many times a slow (EMA, 0.98) average of each gradient to it
+    # the architecture (App. B.2): transformers, or product towers on a value code
+    architecture: str = "transformer"   # 'transformer' or 'product'
+    share_embedding: bool = False # transformer: one token embedding for both towers
+    rank: int = 64                # product: width of each value's vectors u and v
+    code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
+    v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
     # how to run, not what: left out of model_key
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
@@ -94,7 +104,8 @@ class RunConfig:
                                      n_heads=self.n_heads, ffn_mult=self.ffn_mult, d_out=self.d_out,
                                      positional=self.positional, embed_std=self.embed_std, ffn_width=self.ffn_width,
                                      final_norm=self.final_norm, init=self.init, logit_scale_init=self.logit_scale_init,
-                                     logit_scale_max=self.logit_scale_max)
+                                     logit_scale_max=self.logit_scale_max, architecture=self.architecture,
+                                     share_embedding=self.share_embedding, rank=self.rank, code=self.code, v_mean=self.v_mean)
     def model_key(self) -> str:
         "A short hash of what defines the run but coverage and seed: runs with the same key are comparable."
         default = RunConfig()
@@ -106,7 +117,8 @@ class RunConfig:
 
 _NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
 _ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit_scale_max", "concept_queries", "swaps_per_scene",
-                "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at")
+                "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at",
+                "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast")
 
 # %% ../nbs/B4_training.ipynb #e9620c54
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
@@ -128,8 +140,12 @@ def check_config(cfg: RunConfig) -> RunConfig:
     whole_number(cfg.log_every, "log_every", low=1)
     if cfg.query_weight_decay is not None and not cfg.query_weight_decay >= 0:
         raise ValueError(f"query_weight_decay must be None or >= 0, got {cfg.query_weight_decay!r}")
-    if not (cfg.concept_weight >= 0 and 0 <= cfg.concept_off_at <= 1):
-        raise ValueError(f"need concept_weight >= 0 and concept_off_at in [0, 1], got {cfg.concept_weight!r} and {cfg.concept_off_at!r}")
+    if not (cfg.concept_weight >= 0 and 0 <= cfg.concept_off_at <= 1 and 0 <= cfg.concept_on_at < 1):
+        raise ValueError(f"need concept_weight >= 0, concept_off_at in [0, 1] and concept_on_at in [0, 1), got {cfg.concept_weight!r}, "
+                         f"{cfg.concept_off_at!r} and {cfg.concept_on_at!r}")
+    if cfg.concept_off_at and cfg.concept_on_at: raise ValueError("concept_off_at and concept_on_at exclude each other: set one of them")
+    if cfg.schedule not in ("linear", "constant"): raise ValueError(f"schedule must be 'linear' or 'constant', got {cfg.schedule!r}")
+    if not cfg.grokfast >= 0: raise ValueError(f"grokfast must be >= 0 (0: off), got {cfg.grokfast!r}")
     assignments = math.factorial(cfg.max_objects) ** (cfg.C - 1)
     if assignments > MAX_VALUE_ASSIGNMENTS:
         fits = max(m for m in range(1, cfg.max_objects) if math.factorial(m) ** (cfg.C - 1) <= MAX_VALUE_ASSIGNMENTS)
@@ -147,6 +163,23 @@ def with_recipe(cfg: RunConfig, recipe: str = "ours") -> RunConfig:
     "`cfg` with the choices of a recipe: 'ours' (as it is) or 'authors' (`AUTHORS_RECIPE`)."
     if recipe not in ("ours", "authors"): raise ValueError(f"recipe must be 'ours' or 'authors', got {recipe!r}")
     return cfg if recipe == "ours" else dataclasses.replace(cfg, **AUTHORS_RECIPE)
+
+# %% ../nbs/B4_training.ipynb #8b7e77ce
+GPU_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5, eval_every=2500, ckpt_every=2500)
+
+def gpu_scale(base: RunConfig) -> RunConfig:
+    "`base` at the authors' documented scale (`GPU_SCALE`), except for the sizes that were set to other than their defaults."
+    default = RunConfig()
+    return dataclasses.replace(base, **{k: v for k, v in GPU_SCALE.items() if getattr(base, k) == getattr(default, k)})
+
+# %% ../nbs/B4_training.ipynb #f24ea4f9
+ARCHITECTURE_NAMES = ("transformer", "product-shared", "product-independent")
+
+def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank: int = 64) -> RunConfig:
+    "`cfg` with the towers called `name` (one of `ARCHITECTURE_NAMES`); the product encoders train at `product_lr`."
+    if name not in ARCHITECTURE_NAMES: raise ValueError(f"architecture must be one of {ARCHITECTURE_NAMES}, got {name!r}")
+    if name == "transformer": return dataclasses.replace(cfg, architecture="transformer")
+    return dataclasses.replace(cfg, architecture="product", code=name.removeprefix("product-"), lr=product_lr, rank=rank)
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -205,10 +238,10 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_
     mean = lambda oks: float(torch.cat(oks).float().mean()) if oks else nan
     out = dict(concept_acc=mean(concept_ok), object_acc=mean(object_ok), object_acc_hard=mean(hard_ok),
                bag_of_concepts_acc=bag_of_concepts_accuracy(space, scenes))
-    return out if seen is None else {**out, **seen_swap_split(space, scenes, torch.cat(object_ok), seen)}
+    return out if seen is None else {**out, **swap_breakdown(space, scenes, torch.cat(object_ok), seen)}
 
 # %% ../nbs/B4_training.ipynb #931276c2
-def seen_swap_split(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Tensor, seen: torch.Tensor) -> dict:
+def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Tensor, seen: torch.Tensor) -> dict:
     "Object recognition (`correct`, per scene) on scenes with an attribute swap among the `seen` objects `[|O|]` bool, and on the rest."
     swaps = attribute_swap_negatives(space, scenes, check=False)
     has_seen = ((swaps >= 0) & seen[swaps.clamp_min(0)]).any(1)
@@ -222,29 +255,32 @@ def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = DualEncoder(cfg.model_config()).to(device)
-    for tower in (model.scene_encoder, model.query_encoder): tower.stem.padded = {"auto": None, "packed": False, "padded": True}[cfg.layout]
+    for tower in (model.scene_encoder, model.query_encoder):
+        if hasattr(tower, "stem"): tower.stem.padded = {"auto": None, "packed": False, "padded": True}[cfg.layout]
     return model
 
 # %% ../nbs/B4_training.ipynb #57050329
-def warmup_linear_decay(steps: int, warmup_frac: float = 0.1) -> Callable[[int], float]:
-    "LR multiplier: linear warm-up over `warmup_frac` of the steps, then linear decay to 0."
+def warmup_linear_decay(steps: int, warmup_frac: float = 0.1, decay: bool = True) -> Callable[[int], float]:
+    "LR multiplier: linear warm-up over `warmup_frac` of the steps, then linear decay to 0 (or, without `decay`, constant)."
     warm = max(1, round(warmup_frac * steps))
+    if not decay: return lambda s: (s + 1) / warm if s < warm else 1.0
     return lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm))
 
 # %% ../nbs/B4_training.ipynb #7d3a00e7
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    "AdamW (fused) with the run's learning rate and weight decay (the query encoder's own, if set), and its warm-up/linear-decay schedule."
+    "AdamW (fused) with the run's learning rate and weight decay (the query encoder's own, if set), and its warm-up then linear-decay (or constant) schedule."
     params = model.parameters()
     if cfg.query_weight_decay is not None:
         query = set(model.query_encoder.parameters())
         params = [dict(params=[p for p in model.parameters() if p not in query]),
                   dict(params=list(model.query_encoder.parameters()), weight_decay=cfg.query_weight_decay)]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear_decay(cfg.steps, cfg.warmup_frac))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear_decay(cfg.steps, cfg.warmup_frac, cfg.schedule == "linear"))
 
 # %% ../nbs/B4_training.ipynb #86a805f3
 def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
-    "The concept-loss weight at each step: `concept_weight`, constant or decayed linearly to 0 by `concept_off_at * steps`."
+    "The concept-loss weight at each step: `concept_weight`, constant, decayed linearly to 0 by `concept_off_at * steps`, or off until `concept_on_at * steps`."
+    if cfg.concept_on_at: return lambda step: cfg.concept_weight * (step >= cfg.concept_on_at * cfg.steps)
     if not cfg.concept_off_at: return lambda step: cfg.concept_weight
     end = cfg.concept_off_at * cfg.steps
     return lambda step: cfg.concept_weight * max(0.0, 1 - step / end)
@@ -257,6 +293,17 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, batch,
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=amp): loss, parts = loss_fn(model, batch)
     opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
     return loss.detach(), parts
+
+# %% ../nbs/B4_training.ipynb #8fd1fd55
+def add_slow_gradients(model: torch.nn.Module, lamb: float, alpha: float = 0.98) -> None:
+    "Make every gradient g of `model` into g + lamb * its running average (decay `alpha`), from now on."
+    for p in model.parameters():
+        if not p.requires_grad: continue
+        ema = torch.zeros_like(p)
+        def slow(g: torch.Tensor, ema: torch.Tensor = ema) -> torch.Tensor:
+            ema.mul_(alpha).add_(g, alpha=1 - alpha)
+            return g + lamb * ema
+        p.register_hook(slow)
 
 # %% ../nbs/B4_training.ipynb #40611ffa
 @dataclass
@@ -397,6 +444,24 @@ def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, dev
                 n_fit=len(data.fit), n_heldout=data.n_heldout,
                 n_test_scenes=len(data.test_scenes), model_key=cfg.model_key(), device=str(device), status="ok")
 
+# %% ../nbs/B4_training.ipynb #06670aa6
+def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object, torch.Generator,
+                                                              Callable[[], SceneBatch]]:
+    "A run's scenes, fresh model, optimizer and schedule, generator, and a function that draws its next training batch."
+    data = run_data(cfg, device)
+    model = build_model(cfg, device)
+    if cfg.compile:
+        for tower in (model.scene_encoder, model.query_encoder):
+            if hasattr(tower, "body"): tower.body.compile(dynamic=True)
+    if cfg.grokfast: add_slow_gradients(model, cfg.grokfast)
+    opt, sched = make_optimizer(model, cfg)
+    g = make_generator(cfg.seed, device)
+    negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
+    next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
+                                    concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
+                                    max_object_positives=cfg.max_object_positives)
+    return data, model, opt, sched, g, next_batch
+
 # %% ../nbs/B4_training.ipynb #fd25627b
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
@@ -404,17 +469,8 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     check_config(cfg)
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
     dev = resolve_device(cfg.device)
-    data = run_data(cfg, dev)
-    model = build_model(cfg, dev)
-    if cfg.compile:
-        for tower in (model.scene_encoder, model.query_encoder): tower.body.compile(dynamic=True)
-    opt, sched = make_optimizer(model, cfg)
-    g = make_generator(cfg.seed, dev)
+    data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
     state = resume(load_checkpoint(path, cfg) if path is not None else None, model, opt, sched, g)
-    negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
-    next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
-                                    concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
-                                    max_object_positives=cfg.max_object_positives)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)

@@ -10,10 +10,10 @@ from submitit.core import submission
 from submitit.core.utils import DelayedSubmission
 from submitit.slurm.test_slurm import get_signal_handler, mock_requeue, mocked_slurm
 
-from binding_nb.cluster import SweepJob, make_executor, run_states
-from binding_nb.coverage import load_results, run_sweep, sweep_configs
+from binding_nb.jobs import make_executor, run_states, submit_sweep, SweepJob
+from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, sweep_configs
 from binding_nb import train
-from binding_nb.train import RunConfig, load_checkpoint, read_checkpoint, train_run
+from binding_nb.train import load_checkpoint, read_checkpoint, RunConfig, train_run
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 TINY = dict(V=4, batch_size=32, d_model=16, n_layers=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
@@ -57,11 +57,11 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     cfgs = sweep_configs(base, *SWEEP)
     there = tmp_path / "there"
     script = textwrap.dedent(f"""
-        from binding_nb.cluster import make_executor
-        from binding_nb.coverage import run_sweep
+        from binding_nb.jobs import make_executor
+        from binding_nb.jobs import submit_sweep
         from binding_nb.train import RunConfig
         ex = make_executor("local", {str(there / "jobs" / "submitit")!r}, gpus=0, time_min=10)
-        rows = run_sweep(RunConfig(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
+        rows = submit_sweep(RunConfig(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
                          executor=ex, wait=False, progress=False)
         assert rows.empty                      # returned at once
     """)
@@ -81,7 +81,7 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     here = run_sweep(base, *SWEEP, tmp_path / "here", progress=False)
 
     with pytest.warns(UserWarning, match=f"resubmitting 1 run.*{cfgs[0].run_name()} \\(job {first}\\): the job ended without a result"):
-        rows = run_sweep(base, *SWEEP, there, progress=False,
+        rows = submit_sweep(base, *SWEEP, there, progress=False,
                          executor=make_executor("local", there / "jobs" / "submitit", gpus=0, time_min=10))
     same_table(rows, here)
     records = [json.loads((there / "jobs" / f"{c.run_name()}.json").read_text()) for c in cfgs]
@@ -116,7 +116,7 @@ def test_slurm_job_array_dry_run(tmp_path):
     with mocked_slurm() as mock:
         ex = make_executor("slurm", out / "jobs" / "submitit", partition="gpu", gpus=1, time_min=120, max_parallel=1,
                            options="{'account': 'lab', 'cpus_per_task': 4}")
-        assert run_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
+        assert submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
         sbatch = (out / "jobs" / "submitit" / "12_submission.sh").read_text().splitlines()
         for line in ("#SBATCH --partition=gpu", "#SBATCH --gpus-per-task=1", "#SBATCH --time=120", "#SBATCH --array=0-1%1",
                      "#SBATCH --account=lab", "#SBATCH --cpus-per-task=4", "#SBATCH --job-name=binding_nb",
@@ -126,7 +126,7 @@ def test_slurm_job_array_dry_run(tmp_path):
         states = run_states(cfgs, out)
         assert states.state.tolist() == ["in flight"] * 2 and states.job_id.tolist() == ["12_0", "12_1"]
 
-        assert run_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
+        assert submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
         assert mock.job_count == 13                                       # queued or running: nothing submitted again
 
         run_on_slurm(mock, ex.folder, "12_0")                              # task 0 runs; task 1's node dies
@@ -135,13 +135,13 @@ def test_slurm_job_array_dry_run(tmp_path):
         assert states.state.tolist() == ["finished", "failed"], states
         assert "Slurm state NODE_FAIL" in states.reason[1] and states.log[1].endswith("12_1_0_log.err")
         with pytest.warns(UserWarning, match=r"resubmitting 1 run.*\(job 12_1\).*NODE_FAIL.*12_1_0_log.err"):
-            rows = run_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
+            rows = submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
         assert len(rows) == 1 and mock.job_count == 14
         record = json.loads((out / "jobs" / f"{cfgs[1].run_name()}.json").read_text())
         assert record["job_id"] == "13" and record["earlier"][0]["job_id"] == "12_1"
 
         run_on_slurm(mock, ex.folder, "13")
-        rows = run_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
+        rows = submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
         assert mock.job_count == 14
     same_table(rows, run_sweep(base, *SWEEP, tmp_path / "here", progress=False))
 
@@ -153,7 +153,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     with mocked_slurm() as mock:
         ex = make_executor("slurm", out / "jobs" / "submitit", time_min=60)
-        run_sweep(cfg, [[2, 4]], [0.5], [0], out, executor=ex, wait=False, progress=False)
+        submit_sweep(cfg, [[2, 4]], [0.5], [0], out, executor=ex, wait=False, progress=False)
         job = submitit.SlurmJob(ex.folder, "12")
         ck = out / "checkpoints" / f"{cfg.run_name()}.pt"
         train_run(cfg, ck, stop_after=20, progress=False)                # what the job had done when the signal came
@@ -168,7 +168,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
         monkeypatch.setattr(train, "load_checkpoint", spy)
         run_on_slurm(mock, ex.folder, "12")                                # the requeued job
         assert resumed_at == [20]
-    row = load_results(out / "coverage_results.csv").iloc[0].to_dict()
+    row = COVERAGE_RESULTS.read(out / "coverage_results.csv").iloc[0].to_dict()
     whole = train_run(cfg, tmp_path / "whole.pt", progress=False)
     assert {k: v for k, v in row.items() if k != "train_seconds"} == {k: v for k, v in whole.items() if k != "train_seconds"}
 
@@ -183,7 +183,7 @@ def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs
     ex = make_executor("local", out / "jobs" / "submitit", gpus=0, time_min=10)
     with pytest.warns(UserWarning, match=rf"1 of 1 runs failed and have no row: {cfgs[0].run_name()} \(job \d+\): "
                                          rf"ValueError: .*is not a checkpoint written by binding_nb.*\(log: .*_log.err\)"):
-        assert run_sweep(base, [[2, 4]], [0.5], [0], out, executor=ex, progress=False).empty
+        assert submit_sweep(base, [[2, 4]], [0.5], [0], out, executor=ex, progress=False).empty
     states = run_states(cfgs, out)
     assert states.state[0] == "failed" and "is not a checkpoint written by binding_nb" in Path(states.log[0]).read_text()
     assert foreign.read_text() == "not a checkpoint"
@@ -191,7 +191,7 @@ def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs
 
 def test_executor_input_is_checked_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match="make_executor builds one"):
-        run_sweep(RunConfig(**TINY), *SWEEP, tmp_path / "new", executor="slurm")
+        submit_sweep(RunConfig(**TINY), *SWEEP, tmp_path / "new", executor="slurm")
     with pytest.raises(ValueError, match="executor must be one of none, local, slurm"):
         make_executor("sge", tmp_path / "logs")
     if submitit.SlurmExecutor.affinity() < 0:
@@ -214,7 +214,7 @@ def test_papermill_local_executor_then_collect(tmp_path, one_thread_jobs):
     first = pm("first.ipynb")
     text = (tmp_path / "first.ipynb").read_text()
     assert "2 runs as local jobs" in text and "jobs: 100%" in text and "KeyboardInterrupt" not in first.stderr
-    table = load_results(out_dir / "coverage_results.csv")
+    table = COVERAGE_RESULTS.read(out_dir / "coverage_results.csv")
     assert sorted(table.coverage) == [0.5, 0.75] and (table.status == "ok").all()
     records = sorted((out_dir / "jobs").glob("*.json"))
     before = [r.read_text() for r in records]

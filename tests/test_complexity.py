@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
-from binding_nb.complexity import (FAMILIES, Cell, control_embeddings, evaluate, fit, grid, load_results, scene_split,
-                                   select_on_validation, sweep)
+from binding_nb.approximators import FAMILIES, fit_approximator, score_approximator
+from binding_nb.complexity import COMPLEXITY_RESULTS, Cell, grid, holdout_split, select_on_validation, sweep
 from binding_nb.datasets import all_pairs, clevr_space
-from binding_nb.geometry import fit_probes, scene_table, split_scenes, toy_embeddings
+from binding_nb.geometry import fit_probes, probe_split, scene_table
 from binding_nb.scenes import ConceptSpace
+from binding_nb.toys import toy_embeddings
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "04_complexity.ipynb"
@@ -29,16 +30,16 @@ def _control(kind: str, families, space=ConceptSpace([32, 32]), n=3000, steps=10
     "Fit `families` to the known-answer embeddings `kind` (seed 1, another than the notebook's): their held-out measures, and the probes' on the real ones."
     pairs = _pairs(space, n)
     emb = (toy_embeddings(space, pairs, "concepts", seed=1, **options) if kind == "additive"
-           else control_embeddings(space, pairs, kind, noise=0.01, seed=1, **options))
+           else toy_embeddings(space, pairs, kind, noise=0.01, seed=1, **options))
     t = scene_table(emb, (pairs, space), name=kind)
-    probes = fit_probes(t, *split_scenes(t.n, 0.4, 1), device="cpu")
-    sp = scene_split(t, 0.5, seed=1)
+    probes = fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu")
+    sp = holdout_split(t, 0.5, seed=1)
     capacity = capacity if isinstance(capacity, dict) else dict.fromkeys(families, capacity)
     out = {}
     for name in families:
-        app = fit(name, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=capacity[name], lr=lr,
+        app = fit_approximator(name, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=capacity[name], lr=lr,
                   steps=steps, device="cpu", seed=1)
-        out[name] = evaluate(app, t, sp.test, probes)
+        out[name] = score_approximator(app, t, sp.test, probes)
     real = probes.accuracy(t.emb[np.setdiff1d(sp.test, probes.train)], t.values[np.setdiff1d(sp.test, probes.train)])
     return out, real
 
@@ -78,10 +79,10 @@ def test_sweep_resumes_and_trains_nothing_twice(tmp_path, monkeypatch):
     both = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
     pd.testing.assert_frame_equal(both[both.family == "mlp"].reset_index(drop=True), first, check_dtype=False)
     import binding_nb.complexity as cx
-    monkeypatch.setattr(cx, "fit", lambda *a, **k: pytest.fail("a finished setting was fitted again"))
+    monkeypatch.setattr(cx, "fit_approximator", lambda *a, **k: pytest.fail("a finished setting was fitted again"))
     again = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
     pd.testing.assert_frame_equal(again, both)
-    assert len(load_results(tmp_path / "complexity_results.csv")) == 2
+    assert len(COMPLEXITY_RESULTS.read(tmp_path / "complexity_results.csv")) == 2
 
 
 def test_bad_input_is_refused_before_any_fit(tmp_path):
@@ -93,7 +94,7 @@ def test_bad_input_is_refused_before_any_fit(tmp_path):
     with pytest.raises(ValueError, match="got 599 embeddings for 600 scenes"): scene_table(np.zeros((599, 4)), (GRID, SPACE))
     bad = np.zeros((600, 4)); bad[7, 1] = np.nan
     with pytest.raises(ValueError, match="hold NaN or inf"): scene_table(bad, (GRID, SPACE))
-    with pytest.raises(ValueError, match="coverage must be in"): scene_split(t, 0.0)
+    with pytest.raises(ValueError, match="coverage must be in"): holdout_split(t, 0.0)
     assert not (tmp_path / "complexity_results.csv").exists()            # nothing was fitted or written
 
 
@@ -107,7 +108,7 @@ def test_families_share_one_interface():
     pairs = _pairs(SPACE)
     y = toy_embeddings(SPACE, pairs, "concepts", dim=8)
     for name in FAMILIES:
-        app = fit(name, SPACE, pairs[:300], y[:300], pairs[300:350], y[300:350], capacity=2 if name in ("xgboost", "forest") else 8,
+        app = fit_approximator(name, SPACE, pairs[:300], y[:300], pairs[300:350], y[300:350], capacity=2 if name in ("xgboost", "forest") else 8,
                   lr=0.3 if name == "xgboost" else 1e-2, steps=20, eval_every=10, device="cpu")
         assert app.predict(pairs[350:]).shape == (len(pairs) - 350, 8) and np.isfinite(app.predict(pairs[350:])).all()
 
@@ -125,7 +126,7 @@ def test_one_run_by_papermill(tmp_path):
               "-p", "coverages", "[0.5]", "-p", "families", '["mlp", "forest"]', "-p", "widths", "[16]", "-p", "lrs", "[0.01]",
               "-p", "depths", "[2]", "-p", "steps", "30", "-p", "output_dir", str(out), "-p", "cache_dir", str(tmp_path / "cache")]
     papermill(tmp_path, *params)
-    table = load_results(out / "complexity_results.csv")
+    table = COMPLEXITY_RESULTS.read(out / "complexity_results.csv")
     assert len(table) == 2 and set(table.family) == {"mlp", "forest"} and (table.status == "ok").all()
     assert table[["concept_acc", "object_acc"]].stack().between(0, 1).all()
     for ext in ("png", "pdf"): assert (out / f"fig4_complexity.{ext}").stat().st_size > 0
@@ -133,4 +134,4 @@ def test_one_run_by_papermill(tmp_path):
     outputs = json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
     assert "Traceback" not in outputs
     papermill(tmp_path, *params)
-    pd.testing.assert_frame_equal(load_results(out / "complexity_results.csv"), table)
+    pd.testing.assert_frame_equal(COMPLEXITY_RESULTS.read(out / "complexity_results.csv"), table)

@@ -8,7 +8,7 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.coverage import RESULT_COLUMNS, load_results, run_sweep, save_results, summarize
+from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, summarize_coverage
 from binding_nb.train import RunConfig
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -31,12 +31,13 @@ def test_tiny_papermill_run(tmp_path):
     subprocess.run(cmd, check=True, cwd=tmp_path, capture_output=True)
     print(f"tiny papermill run: {time.perf_counter() - t0:.0f} s")
     df = pd.read_csv(out_dir / "coverage_results.csv")
-    assert set(RESULT_COLUMNS) <= set(df.columns)
-    assert sorted(df.coverage) == [0.3, 0.9] and (df.steps == 150).all() and (df.V == 6).all()
+    assert set(COVERAGE_RESULTS.columns) <= set(df.columns)
+    assert sorted(df.coverage) == [0.3] * 3 + [0.9] * 3 and (df.steps == 150).all() and (df.V == 6).all()
+    assert df.model_key.nunique() == 3                                # the three architectures of Fig. 6, one setting each
     assert df[["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]].apply(lambda c: c.between(0, 1)).all().all()
     for name in ("fig6_coverage.png", "fig6_coverage.pdf", "coverage_summary.csv"):
         assert (out_dir / name).stat().st_size > 0, name
-    assert len(list((out_dir / "checkpoints").glob("*.pt"))) == 2
+    assert len(list((out_dir / "checkpoints").glob("*.pt"))) == 6
     text = (tmp_path / "out.ipynb").read_text()
     assert "IProgress" not in text and "\\u001b[A" not in text       # plain progress bars: no widget warning, no nested-bar escapes
 
@@ -56,6 +57,7 @@ def test_finished_runs_are_not_retrained(tmp_path):
     (dict(V=1), "V (values per concept) must be >= 2, got 1"),
     (dict(coverages=[0.5, 1.5]), "coverage must be in (0, 1]"),
     (dict(device="tpu7"), "pass 'auto', 'cpu', 'cuda'"),
+    (dict(architectures=["transformer", "lstm"]), "architecture must be one of"),
 ])
 def test_bad_input_fails_at_once(tmp_path, params, message):
     out_dir = tmp_path / "results"; out_dir.mkdir()
@@ -119,7 +121,7 @@ def test_concurrent_sweeps_lose_no_row(tmp_path):
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), *covs]) for covs in (["0.25", "0.5"], ["0.75", "1.0"])]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    table = load_results(tmp_path / "coverage_results.csv")
+    table = COVERAGE_RESULTS.read(tmp_path / "coverage_results.csv")
     assert sorted(table.coverage) == [0.25, 0.5, 0.75, 1.0] and (table.status == "ok").all()
 
 
@@ -133,19 +135,19 @@ def test_truncated_table_never_yields_a_partial_row(tmp_path):
         path = tmp_path / f"cut{cut}.csv"; path.write_bytes(raw[:cut])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try: df = load_results(path)
+            try: df = COVERAGE_RESULTS.read(path)
             except ValueError as e:                            # cut inside the header: not recognisable, left untouched
                 assert "is not a binding_nb results table" in str(e) and path.read_bytes() == raw[:cut]; continue
         rows = [known(r) for _, r in df.iterrows()]
         assert rows == truth[:len(rows)], cut
-        assert summarize(df).n_seeds.sum() == len(rows)
+        assert summarize_coverage(df).n_seeds.sum() == len(rows)
 
 
 def test_results_folder_is_never_renamed(tmp_path):
-    "`load_results(<the output folder>)` used to rename the whole folder, checkpoints included."
+    "`COVERAGE_RESULTS.read(<the output folder>)` used to rename the whole folder, checkpoints included."
     out = tmp_path / "results"; (out / "checkpoints").mkdir(parents=True); (out / "checkpoints" / "run.pt").write_text("x")
     with pytest.raises(ValueError, match="is a folder"):
-        load_results(out)
+        COVERAGE_RESULTS.read(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"] and (out / "checkpoints" / "run.pt").exists()
 
 

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from binding_nb import datasets as D
+import binding_nb.datasets.clevr  # noqa: F401  (D.clevr: the module whose renderer a test replaces)
 from binding_nb.scenes import ConceptSpace, check_scenes
 
 
@@ -358,7 +359,7 @@ def test_render_cache_refuses_what_it_did_not_write(tmp_path, kind):
 
 def test_render_cache_folder_is_a_file(tmp_path, monkeypatch):
     renders = []
-    monkeypatch.setattr(D, "render_clevr3d", lambda *a, **k: renders.append(a) or np.zeros((16, 16, 3), np.uint8))
+    monkeypatch.setattr(D.clevr, "render_clevr3d", lambda *a, **k: renders.append(a) or np.zeros((16, 16, 3), np.uint8))
     objs = np.asarray(D.clevr_space().object_values(np.array([[15, 1]])))
     (tmp_path / "cache").write_text("a file")
     with pytest.raises(NotADirectoryError, match=r"cannot be created: .*cache is a file: pass another cache_dir"):

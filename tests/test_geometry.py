@@ -9,9 +9,12 @@ import torch
 
 from binding_nb.datasets import all_pairs, clevr_space, text_captions
 from binding_nb.encoders import as_encoder, embed
-from binding_nb.geometry import (PAPER_NUMBERS, RunSpec, dataset_by_name, edit_cases, editing_table, estimate, fit_additive,
-                                 geometry_report, reconstruct_held_out, reconstruction_table, restrict_values, run_geometry,
-                                 scene_table, split_scenes, toy_embeddings)
+from binding_nb.geometry import geometry_report, probe_split, scene_table
+from binding_nb.geometry.additive import estimate, fit_additive, reconstruct_held_out
+from binding_nb.geometry.tables import edit_cases, editing_table, reconstruction_table
+from binding_nb.paper import GEOMETRY_NUMBERS
+from binding_nb.runs import RunSpec, dataset_by_name, restrict_values, run_geometry
+from binding_nb.toys import toy_embeddings
 from binding_nb.scenes import ConceptSpace
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -39,7 +42,7 @@ def test_one_run_by_papermill(tmp_path):
     for name in ("fig2_mds", "fig3_editing"):
         for ext in ("png", "pdf"): assert (out / f"{name}.{ext}").stat().st_size > 0
     side = pd.read_csv(out / "paper_vs_ours.csv")
-    assert (side.paper == PAPER_NUMBERS.paper).all()                                   # the paper's numbers, unchanged
+    assert (side.paper == GEOMETRY_NUMBERS.paper).all()                                   # the paper's numbers, unchanged
     t2 = pd.read_csv(out / "table2_reconstruction.csv")
     assert t2[["retrieval", "probe_concept", "probe_object"]].stack().between(0, 1).all()
     outputs = json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
@@ -80,7 +83,7 @@ def test_bad_parameters_fail_at_once(tmp_path):
     (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), train_fraction=0), "train_fraction must be in (0, 1)"),
     (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), estimators=["median"]), "unknown estimator 'median'"),
     (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), device="tpu"), "unknown device"),
-    (lambda: split_scenes(10, 1.5), "train_fraction must be in (0, 1)"),
+    (lambda: probe_split(10, 1.5), "train_fraction must be in (0, 1)"),
     (lambda: restrict_values(text_captions(n_pairs=50, singles=False), 1), "n must be >= 2"),
 ])
 def test_bad_input(bad, message):

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from binding_nb.scenes import (ConceptSpace, check_scenes, consistent_object_sets, coverage_split, detokenize_scenes,
-                               hard_negatives, make_batch, object_recognition, perturbation_negatives, present_object_mask,
-                               present_value_mask, sample_scenes, scene_length, tokenize_scenes)
+from binding_nb.scenes import (check_scenes, ConceptSpace, consistent_object_sets, coverage_split, hard_negatives,
+                               object_recognition, perturbation_negatives, present_object_mask, present_value_mask, sample_scenes)
+from binding_nb.tokens import detokenize_scenes, make_batch, scene_length, tokenize_scenes
 from binding_nb.utils import make_generator
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_scenes_prints_json():
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "bench_scenes.py"), "--batch", "256", "--repeats", "3"],
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scenes.py"), "--batch", "256", "--repeats", "3"],
                          capture_output=True, text=True, check=True).stdout
     row = json.loads(out.strip().splitlines()[-1])
     assert row["batch"] == 256 and row["median_ms"] > 0 and row["object_queries"] > 0

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb.train import RunConfig, load_checkpoint, read_checkpoint, train_run
+from binding_nb.train import load_checkpoint, read_checkpoint, RunConfig, train_run
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 
@@ -100,13 +100,14 @@ def test_padded_layout_trains_like_packed():
 
 def test_device_script_rehearsal(tmp_path):
     "The prepared GPU script, shrunk (--tiny) and run on the CPU: every run of (a), (b) and (c) ends in the CSV, with its timing."
-    out = subprocess.run([sys.executable, str(Path(__file__).parent / "gpu_coverage_run.py"), "--out", str(tmp_path),
+    out = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "gpu_coverage_run.py"), "--out", str(tmp_path),
                           "--budget", "45", "--device", "cpu", "--tiny", "--coverages", "0.9", "0.5", "--measure-seconds", "1"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     import json, pandas as pd
     rows = pd.read_csv(tmp_path / "gpu_runs.csv")
-    assert rows.run.tolist() == ["a", "b", "c", "c"] and rows.recipe.tolist()[:2] == ["authors", "ours"]
+    assert rows.run.tolist() == ["a", "b", "d", "c", "c"] and rows.recipe.tolist()[:3] == ["authors", "ours", "ours"]
+    assert rows.shared_embedding.tolist() == [False, False, True, False, False]
     assert rows[["object_acc", "bag_of_concepts_acc", "object_acc_seen_swap", "seen_swap_frac"]].notna().all().all()
     timing = json.loads((tmp_path / "gpu_timing.json").read_text())
     assert timing["total_s"] <= 45 + 15 and all("steps_run" in r for r in timing["runs"])
@@ -120,3 +121,14 @@ def test_compiled_bodies_train_like_eager():
     eager, compiled = train_run(cfg, progress=False), train_run(dataclasses.replace(cfg, compile=True), progress=False)
     for k in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
         assert abs(eager[k] - compiled[k]) <= 2 / cfg.n_test_scenes, (k, eager[k], compiled[k])
+
+
+def test_bench_train_prints_both_architectures():
+    "The training benchmark measures a transformer step and a product-encoder step, and the product step is the cheaper."
+    out = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_train.py"), "--seconds", "0.5"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["architecture"] for r in rows] == ["transformer", "product-shared"]
+    assert rows[1]["model_ms"] < rows[0]["model_ms"] and rows[1]["fraction_of_peak"] is None

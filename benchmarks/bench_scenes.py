@@ -1,13 +1,14 @@
 """Benchmark: build one training batch (scenes, tokens, concept and object queries, labels, hard negatives).
 
-Run `python tests/bench_scenes.py [--device cpu] [--batch 4096]`; prints one JSON line. Target on a 2-core CPU: <= 20 ms
+Run `python benchmarks/bench_scenes.py [--device cpu] [--batch 4096]`; prints one JSON line. Target on a 2-core CPU: <= 20 ms
 for 4,096 scenes with C=3, V=50, max_objects=2.
 """
 import argparse, json, time
 
 import torch
 
-from binding_nb.scenes import ConceptSpace, coverage_split, make_batch
+from binding_nb.scenes import ConceptSpace, coverage_split
+from binding_nb.tokens import make_batch
 from binding_nb.utils import make_generator
 
 

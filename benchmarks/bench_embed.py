@@ -3,9 +3,9 @@
 Random-init open_clip ViT-B-32, image tower, on CLEVR-2D (600 images). Prints one JSON line with items/s of both and
 their ratio; the target is ratio >= 0.85 (the pipeline keeps at least 85% of the forward's throughput).
 
-    python tests/bench_embed.py                 # all 600 images (minutes on a 2-core CPU)
-    python tests/bench_embed.py --n 96          # quick run on a subset
-    python tests/bench_embed.py --repeats 4     # alternate bare/pipeline 4 times (default 2)
+    python benchmarks/bench_embed.py                 # all 600 images (minutes on a 2-core CPU)
+    python benchmarks/bench_embed.py --n 96          # quick run on a subset
+    python benchmarks/bench_embed.py --repeats 4     # alternate bare/pipeline 4 times (default 2)
 
 `ratio` compares the best round of each (least disturbed by other processes); `median_ratio` the medians. On a shared
 machine both drift with the load of other processes, so the line also gives `pipeline_forward_busy`: the share of the

@@ -1,6 +1,6 @@
 """Benchmark of the 03_geometry measurements at the sizes the page measures; one JSON line each.
 
-    python tests/bench_geometry.py [--threads 1] [--device cpu] [--skip-large]
+    python benchmarks/bench_geometry.py [--threads 1] [--device cpu] [--skip-large]
 
 1. The probe fit: our torch L-BFGS fit of all heads at once against scikit-learn's `LogisticRegression` fitting the object probe
    alone (multi-hot targets as duplicated rows), on the same 8,192 training scenes of the 20 x 20 caption space.
@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 from binding_nb.datasets import all_pairs, clevr_space, text_captions
-from binding_nb.geometry import SECTIONS, fit_probes, geometry_report, scene_table, split_scenes, toy_embeddings
+from binding_nb.geometry import fit_probes, geometry_report, probe_split, scene_table
+from binding_nb.geometry.report import SECTIONS
+from binding_nb.toys import toy_embeddings
 from binding_nb.scenes import object_recognition
 
 p = argparse.ArgumentParser()
@@ -30,7 +32,7 @@ if not args.skip_large: cases.append(("text: 160,400 captions, d 384", captions.
 def probe_comparison():
     from sklearn.linear_model import LogisticRegression
     table = scene_table(toy_embeddings(captions.space, captions.objects, "objects", dim=384), captions)
-    train, test = split_scenes(table.n, 0.4, 0)
+    train, test = probe_split(table.n, 0.4, 0)
     test = test[:20_000]
     t0 = time.perf_counter()
     probes = fit_probes(table, train, test, device=args.device)

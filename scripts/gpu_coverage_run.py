@@ -4,40 +4,41 @@ Runs, all evaluated exhaustively on held-out objects, in this order of priority:
   (a) the authors' documented run (V=20, coverage 0.8, d_model 256, 6 layers, 4 heads, d_out 64, batch 512, lr 3e-5) in the
       authors' recipe;
   (b) the same scale in our recipe;
+  (d) (b) with one token embedding shared by the two towers (the change that lets the product encoders generalise, in
+      its transformer form);
   (c) coverage points of Fig. 6 at C=2, V=50, at that scale, in the recipe of --c-recipe, as many as still fit.
 It first measures the steps/s of each configuration (a few seconds each), then gives each run the number of steps that fits
 its share of --budget (at most the documented 50,000), and records how many steps each one ran.
 
-    PYTHONPATH=. python tests/gpu_coverage_run.py --out "$OUT" --budget 510
-    PYTHONPATH=. python tests/gpu_coverage_run.py --out /tmp/gpu_check --budget 40 --device cpu --tiny   # a CPU rehearsal
+    PYTHONPATH=. python scripts/gpu_coverage_run.py --out "$OUT" --budget 510
+    PYTHONPATH=. python scripts/gpu_coverage_run.py --out /tmp/gpu_check --budget 40 --device cpu --tiny   # a CPU rehearsal
 
 Writes under --out: gpu_runs.csv (one row per run, rewritten after every run, so a cut-off run keeps what finished),
 gpu_timing.json (hardware, software, steps/s, planned and run steps, wall times), fig6_gpu.png and fig6_gpu.pdf.
 Needs only torch, numpy, pandas and matplotlib beside the library: no papermill or nbdev.
 """
-import argparse, dataclasses, json, math, platform, subprocess, sys, time
+import argparse, dataclasses, json, platform, subprocess, time
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from binding_nb.models import batch_loss
-from binding_nb.scenes import make_batch
-from binding_nb.train import RunConfig, build_model, make_optimizer, run_data, train_run, train_step, with_recipe
-from binding_nb.utils import make_generator, resolve_device
+from binding_nb.train import GPU_SCALE, RunConfig, setup_run, train_run, train_step, with_recipe
+from binding_nb.utils import resolve_device
 
-AUTHORS_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5)
 TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
-SHARES = {"a": 0.35, "b": 0.35, "c": 0.30}
+SHARES = {"a": 0.28, "b": 0.28, "d": 0.2, "c": 0.24}
 
 
 def planned_runs(args) -> list[tuple[str, RunConfig]]:
     "(label, config) of every run, in priority order; steps are the documented maximum, cut to the budget later."
-    scale = TINY_SCALE if args.tiny else AUTHORS_SCALE
+    scale = TINY_SCALE if args.tiny else GPU_SCALE
     v_small, v_large = (6, 8) if args.tiny else (20, 50)
     base = RunConfig(C=2, max_objects=2, device=args.device, log_every=200, **scale)
     runs = [("a", with_recipe(dataclasses.replace(base, V=v_small, coverage=0.8), "authors")),
-            ("b", dataclasses.replace(base, V=v_small, coverage=0.8))]
+            ("b", dataclasses.replace(base, V=v_small, coverage=0.8)),
+            ("d", dataclasses.replace(base, V=v_small, coverage=0.8, share_embedding=True))]
     runs += [("c", with_recipe(dataclasses.replace(base, V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
     return runs
 
@@ -49,16 +50,9 @@ def sync(dev: torch.device) -> None:
 def steps_per_second(cfg: RunConfig, seconds: float) -> float:
     "Training steps per second of `cfg` on its device, back to back, after a short warm-up."
     dev = resolve_device(cfg.device)
-    data, model = run_data(cfg, dev), build_model(cfg, dev)
-    opt, sched = make_optimizer(model, cfg)
-    g = make_generator(cfg.seed, dev)
-    negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
+    data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
     amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
-    def step():
-        batch = make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
-                           concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
-                           max_object_positives=cfg.max_object_positives)
-        train_step(model, opt, sched, batch, batch_loss, amp)
+    def step(): train_step(model, opt, sched, next_batch(), batch_loss, amp)
     for _ in range(5): step()
     sync(dev); n, t0 = 0, time.perf_counter()
     while n < 10 or time.perf_counter() - t0 < seconds:
@@ -80,11 +74,11 @@ def plot(rows: pd.DataFrame, out: Path) -> None:
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    ab = rows[rows.run.isin(["a", "b"])]
+    ab = rows[rows.run.isin(["a", "b", "d"])]
     x = range(len(ab))
     ax1.bar([i - 0.2 for i in x], ab.object_acc, 0.4, label="object recognition", color="C3")
     ax1.bar([i + 0.2 for i in x], ab.bag_of_concepts_acc, 0.4, label="bag-of-concepts baseline", color="0.6")
-    ax1.set(xticks=list(x), xticklabels=[f"({r.run}) {r.recipe}\n{r.steps:,} steps" for r in ab.itertuples()], ylim=(0, 1),
+    ax1.set(xticks=list(x), xticklabels=[f"({r.run}) {r.recipe}{', shared emb.' if r.shared_embedding else ''}\n{r.steps:,} steps" for r in ab.itertuples()], ylim=(0, 1),
             title="V=20, coverage 0.8, held-out objects")
     ax1.legend(fontsize=7)
     c = rows[rows.run == "c"].sort_values("coverage")
@@ -133,7 +127,8 @@ def main() -> None:
         row = train_run(run, checkpoint=None, progress=False)
         wall = time.perf_counter() - t0
         recipe = "authors" if run.init == "xavier" else "ours"
-        rows.append(dict(run=label, recipe=recipe, **row, wall_s=round(wall, 1), documented_steps=cfg.steps))
+        rows.append(dict(run=label, recipe=recipe, shared_embedding=run.share_embedding, **row, wall_s=round(wall, 1),
+                         documented_steps=cfg.steps))
         timing["runs"].append(dict(run=label, recipe=recipe, V=run.V, coverage=run.coverage, steps_planned=steps,
                                    steps_run=run.steps, wall_s=round(wall, 1), steps_per_s=round(run.steps / wall, 2)))
         pd.DataFrame(rows).to_csv(out / "gpu_runs.csv", index=False)

@@ -18,12 +18,12 @@ from filelock import FileLock
 from submitit.core.utils import JobPaths, pickle_load
 from tqdm import tqdm
 
-from .coverage import _locked_read, _matches, run_one
+from .coverage import COVERAGE_RESULTS, check_output_dir, run_identity, run_one, sweep_configs, sweep_results
 from .train import RunConfig
 from .utils import atomic_file, set_aside, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'STATES', 'SweepJob', 'parse_flag', 'make_executor', 'run_states', 'run_jobs']
+__all__ = ['EXECUTORS', 'STATES', 'SweepJob', 'make_executor', 'run_states', 'run_jobs', 'submit_sweep']
 
 # %% ../nbs/05b_cluster.ipynb #c4c086a1
 class SweepJob(submitit.helpers.Checkpointable):
@@ -39,21 +39,12 @@ class SweepJob(submitit.helpers.Checkpointable):
 
     def __repr__(self) -> str: return f"SweepJob({self.cfg.run_name()}, {self.output_dir!r})"
 
-# %% ../nbs/05b_cluster.ipynb #629b3c6e
-def parse_flag(value, name: str) -> bool:
-    "A yes/no parameter given as a bool or as text ('true'/'false', 'yes'/'no', '1'/'0'), as papermill's `-p` passes it."
-    if isinstance(value, bool): return value
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "1"): return True
-    if text in ("false", "no", "0"): return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
-
 # %% ../nbs/05b_cluster.ipynb #e54b9f7d
 EXECUTORS = ("none", "local", "slurm")
 
 def make_executor(kind: str, folder: str | Path, partition: str = "", gpus: int = 1, time_min: int = 120,
                   max_parallel: int = 32, options: dict | str | None = None) -> submitit.AutoExecutor | None:
-    "A submitit executor for `run_sweep`: `None` for 'none' (in this process), local processes for 'local', a Slurm job array for 'slurm'."
+    "A submitit executor for `submit_sweep`: `None` for 'none' (in this process), local processes for 'local', a Slurm job array for 'slurm'."
     kind = str(kind).strip().lower()
     if kind not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
     gpus = whole_number(gpus, "slurm_gpus (GPUs per job)", low=0)
@@ -127,10 +118,10 @@ def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = Tr
     slurm = [_slurm_job(r) for r in recs if r is not None and r["cluster"] == "slurm"]
     if refresh and slurm: submitit.SlurmJob.watcher.update()          # one sacct call for all of them
     flying = [r is not None and _in_flight(r) for r in recs]            # before the table: a job that ends meanwhile has its row
-    table = _locked_read(out / "coverage_results.csv")
+    table = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(out))
     rows = []
     for cfg, rec, fly in zip(cfgs, recs, flying):
-        mine = table[_matches(table, cfg.C, cfg.V, cfg.coverage, cfg.seed, cfg.model_key())] if len(table) else table
+        mine = table[COVERAGE_RESULTS.same(table, run_identity(cfg))] if len(table) else table
         state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly
                  else "failed" if rec is not None else "not submitted")
         rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "", log=rec["log"] if rec else "",
@@ -143,7 +134,7 @@ def _cluster(executor) -> str:
         raise TypeError(f"executor must be None or a submitit executor (make_executor builds one), got {type(executor).__name__}")
     name = getattr(executor, "cluster", None) or executor.name()       # an AutoExecutor knows its cluster
     if name not in ("local", "slurm"):
-        raise ValueError(f"run_sweep runs jobs on submitit's 'local' or 'slurm' executor, not {name!r}")
+        raise ValueError(f"submit_sweep runs jobs on submitit's 'local' or 'slurm' executor, not {name!r}")
     return name
 
 def _submit(cfgs: list[RunConfig], out: Path, executor, cluster: str) -> None:
@@ -195,3 +186,11 @@ def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool
         warnings.warn(f"{len(failed)} of {len(cfgs)} runs failed and have no row: {_described(failed)}. Run the sweep "
                       f"again to resubmit them (they resume from their checkpoints)", stacklevel=2)
     return states
+
+def submit_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, executor, wait: bool = True,
+                 progress: bool = True) -> pd.DataFrame:
+    "The sweep of `run_sweep` as jobs of a submitit `executor`: submit each run neither finished nor in flight; this sweep's rows so far."
+    cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
+    out = check_output_dir(output_dir)
+    run_jobs(cfgs, out, executor, wait=wait, progress=progress)
+    return sweep_results(cfgs, out)

@@ -3,7 +3,7 @@ bag-of-concepts baseline at high coverage (C=2, V=50, coverage 0.9), within the 
 128 scenes). Each configuration changes one thing against the defaults (depth and width at about the same FLOPs, the
 recipe choices that act on the seen-vs-unseen gap, a schedule of the concept loss), plus two combinations.
 
-    python tests/search_cpu_default.py [--out results/cpu_search.csv] [--workers 2] [--only NAME ...]
+    python scripts/search_cpu_default.py [--out results/plateau/cpu_search.csv] [--workers 2] [--only NAME ...]
 
 Runs the configurations in `--workers` processes of one thread each and writes one row per configuration (held-out
 concept and object recognition, the baseline, object recognition on test scenes with a seen / only unseen attribute swaps,
@@ -47,7 +47,7 @@ def run(name: str) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="results/cpu_search.csv")
+    p.add_argument("--out", default="results/plateau/cpu_search.csv")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--only", nargs="+", default=None, help="names of configurations to run (default: all)")
     a = p.parse_args()
