@@ -201,15 +201,16 @@ def save_figure(fig, output_dir: str | os.PathLike, name: str, dpi: int = 100) -
     return paths
 
 # %% ../nbs/utils.ipynb #692e4071
-def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | None = None, dpi: int = 70) -> None:
-    "Save `fig` as `output_dir/name.png` and `.pdf` when named; show it on the page as a small 64-colour PNG, and close it."
+def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | None = None, dpi: int = 70,
+                colours: int = 64) -> None:
+    "Save `fig` as `output_dir/name.png` and `.pdf` when named; show it on the page as a small PNG of `colours` colours (16 will do for line plots), and close it."
     from IPython.display import Image as PNG, display
     from PIL import Image
     import matplotlib.pyplot as plt
     if name: save_figure(fig, output_dir, name)
     raw, lean = io.BytesIO(), io.BytesIO()
     fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight"); plt.close(fig)
-    Image.open(raw).convert("RGB").quantize(64, method=Image.Quantize.FASTOCTREE).save(lean, format="PNG", optimize=True)
+    Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.FASTOCTREE).save(lean, format="PNG", optimize=True)
     display(PNG(data=lean.getvalue()))
 
 # %% ../nbs/utils.ipynb #1081912e
