@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from .geometry import Probes, SceneTable, r2_score
+from .geometry.probes import DEAD_DIMENSION
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
 from .train import fit, TrainState, TrainingDiverged
 from .utils import make_generator, resolve_device, whole_number
@@ -140,7 +141,7 @@ class Standardised(nn.Module):
         super().__init__()
         self.inner, std = inner, Y.std(0, correction=0)
         self.register_buffer("loc", Y.mean(0))
-        floor = 1e-8 * std.max()                            # the probes' floor: a dimension they amplify is fitted as closely
+        floor = DEAD_DIMENSION * std.max()                  # the probes' floor: a dimension they amplify is fitted as closely
         self.register_buffer("scale", std.clamp_min(floor) if floor > 0 else torch.ones_like(std))   # one scene: nothing to scale
     def standardise(self, Y: torch.Tensor) -> torch.Tensor: return (Y - self.loc) / self.scale
     def forward(self, x: torch.Tensor) -> torch.Tensor: return self.inner(x) * self.scale + self.loc

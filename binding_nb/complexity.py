@@ -138,7 +138,7 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     splits = [holdout_split(table, cov, s, val_fraction) for cov in coverages for s in seeds]        # every split checked first
     path = COMPLEXITY_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
     probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0), device=device)
-    base = fingerprint(run, table.emb, table.values, probes.weight.cpu().numpy(), steps, batch_size, eval_every, val_fraction)
+    base = fingerprint(run, table.emb, table.values, probes.train, probes.test, steps, batch_size, eval_every, val_fraction)   # settings and data, never fitted numbers
     key = lambda sp, c: fingerprint(base, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, sp.coverage, sp.seed, length=12)
     done = set(COMPLEXITY_RESULTS.read(path).cell.astype(str))
     todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in done]

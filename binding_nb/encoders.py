@@ -448,12 +448,12 @@ def _items_of(data) -> Sequence:
         raise ValueError(f"expected a dataset with .items or a list of items, got {type(data).__name__}")
     return items
 
-def data_fingerprint(data, items: list | None = None) -> str:
-    "`dataset:<name>:<fingerprint>` for a dataset that has one, else a hash of the items."
-    fp = getattr(data, "fingerprint", None)
-    if callable(fp): fp = fp()
-    if fp and hasattr(data, "items"): return f"dataset:{getattr(data, 'name', '?')}:{fp}"
-    return items_fingerprint(_items_of(data) if items is None else items)
+def data_fingerprint(data, items: Sequence | None = None) -> str:
+    "What the embeddings of `data` depend on: a hash of its items as they are now, `dataset:<name>:<hash>` for a dataset."
+    items = _items_of(data) if items is None else items
+    stat = getattr(items, "stat_fingerprint", None)           # a lazy sequence of files: by the files, not by reading them all
+    fp = fingerprint(stat(), getattr(items, "size", None)) if callable(stat) else items_fingerprint(items)
+    return f"dataset:{getattr(data, 'name', '?')}:{fp}" if hasattr(data, "items") and not isinstance(data, dict) else fp
 
 # %% ../nbs/02_encoders.ipynb #44731f30
 CACHE_FORMAT = 1  # bump when the cache file layout changes

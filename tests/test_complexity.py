@@ -135,3 +135,35 @@ def test_one_run_by_papermill(tmp_path):
     assert "Traceback" not in outputs
     papermill(tmp_path, *params)
     pd.testing.assert_frame_equal(COMPLEXITY_RESULTS.read(out / "complexity_results.csv"), table)
+
+
+def test_known_codes_script(tmp_path):
+    "The form-probe study on known codes, shrunk: one code, every probe, a few steps; a rerun skips the finished rows."
+    import subprocess, sys
+    out = tmp_path / "known.csv"
+    cmd = [sys.executable, str(Path(__file__).parents[1] / "scripts" / "probe_known_codes.py"), "--out", str(out), "--workers", "1",
+           "--V", "6", "--n_scenes", "400", "--codes", "zero-mean v, rank 8", "--max_steps", "20"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = pd.read_csv(out)
+    assert len(rows) == 6 and set(rows.family) == {"additive", "mlp", "per_object_product", "global_product"}   # 8 probes, 2 alike at 20 steps
+    assert rows[["concept_acc", "object_acc", "ceiling_object_acc"]].apply(lambda c: c.between(0, 1)).all().all()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout == "" and len(pd.read_csv(out)) == 6
+
+
+def test_sweep_key_ignores_fitted_numbers(tmp_path):
+    "A resumed sweep refits nothing when the probes differ only in their fitted weights (other threads, another device)."
+    space = clevr_space()
+    scenes = all_pairs(space)
+    table = scene_table(toy_embeddings(space, scenes, "objects"), (scenes, space))
+    probes = fit_probes(table, *probe_split(table.n, 0.4, 0), device="cpu")
+    cells = [Cell("additive", 8, 1e-2)]
+    first = sweep(table, "toy", cells, [0.5], [0], tmp_path, probes, steps=20, device="cpu", progress=False)
+    nudged = fit_probes(table, *probe_split(table.n, 0.4, 0), device="cpu")
+    nudged.weight = nudged.weight * (1 + 1e-6)                     # the same probes, fitted numbers a little apart
+    again = sweep(table, "toy", cells, [0.5], [0], tmp_path, nudged, steps=20, device="cpu", progress=False)
+    assert len(first) == len(again) == 1 and len(COMPLEXITY_RESULTS.read(COMPLEXITY_RESULTS.path(tmp_path))) == 1
+    other = fit_probes(table, *probe_split(table.n, 0.5, 0), device="cpu")   # probes fitted on other scenes: a new row
+    sweep(table, "toy", cells, [0.5], [0], tmp_path, other, steps=20, device="cpu", progress=False)
+    assert len(COMPLEXITY_RESULTS.read(COMPLEXITY_RESULTS.path(tmp_path))) == 2

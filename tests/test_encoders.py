@@ -204,14 +204,14 @@ def test_cache_round_trip(tmp_path):
     assert fn.calls == 4 + 3 + 4 and len(list(tmp_path.glob("*.npz"))) == 3
 
 
-def test_cache_keys_dataset_by_fingerprint(tmp_path):
+def test_cache_keys_dataset_by_its_items(tmp_path):
     from binding_nb.datasets import text_captions
     ds = text_captions(n_pairs=20)
     fn = Counting()
     enc = as_encoder(fn, name="counting", weights="v1")
     a = embed(enc, ds, cache_dir=tmp_path, progress=False)
     assert a.shape == (len(ds), 3)
-    assert E.data_fingerprint(ds) == f"dataset:{ds.name}:{ds.fingerprint}"
+    assert E.data_fingerprint(ds) == f"dataset:{ds.name}:{E.items_fingerprint(ds.items)}"
     embed(enc, ds, cache_dir=tmp_path, progress=False)
     assert fn.calls == len(ds)
 
@@ -457,7 +457,7 @@ def test_pinned_cache_paths(clip_image):
         "d4edc78578f41170f6ef1b5e606a56944654018649c7d2c7ccb41376aa2ae2d8"
     ds = text_captions(n_pairs=20)
     assert ds.fingerprint == "ee8c3127af957184"
-    assert cache_path(enc, ds, "c").name == "counting-text-42a062b2b87d19d2e469.npz"
+    assert cache_path(enc, ds, "c").name == "counting-text-d0ea3e47e70348b4eda5.npz"   # keyed by its items since 2026-12-01
     assert cache_path(clip_image, _images(2), "c").name == "openclip_ViT-B-32-image-8e6c5f590e7d7c26bcae.npz"
 
 
@@ -487,3 +487,17 @@ def test_pinned_random_twin_config_hash():
     enc = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu")
     expected = hashlib.sha256(enc.model.config.to_json_string(use_diff=False).encode()).hexdigest()[:12]
     assert enc.weights == f"random-init-seed0-config{expected}"
+
+
+def test_cache_key_follows_lazy_files(tmp_path):
+    "A lazy sequence of image files is keyed by its files' names, sizes and times: a rewritten file gets a new key, unread."
+    import os
+    from binding_nb.datasets.pug import ImageFiles
+    paths = [tmp_path / f"{i}.png" for i in range(2)]
+    for i, p in enumerate(paths): Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(p)
+    files = ImageFiles(paths, size=4)
+    before = E.data_fingerprint(files)
+    assert E.data_fingerprint(ImageFiles(paths, size=4)) == before != E.data_fingerprint(ImageFiles(paths, size=8))
+    Image.fromarray(np.full((4, 4, 3), 9, np.uint8)).save(paths[1])
+    os.utime(paths[1], ns=(1, 1))                       # whatever the clock: a rewritten file has other bytes or another time
+    assert E.data_fingerprint(files) != before

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['Probes', 'probe_split', 'fit_probes']
+__all__ = ['DEAD_DIMENSION', 'Probes', 'probe_split', 'fit_probes']
 
 # %% ../../nbs/03_geometry.ipynb #556c6169
 from dataclasses import dataclass
@@ -67,6 +67,8 @@ def probe_split(n: int, train_fraction: float = 0.4, seed: int = 0) -> tuple[np.
     return np.sort(perm[:k]), np.sort(perm[k:])
 
 # %% ../../nbs/03_geometry.ipynb #38e33c8c
+DEAD_DIMENSION = 1e-6   # a dimension with less spread than this share of the widest is not scaled
+
 def _unit_counts(units: np.ndarray, columns: np.ndarray) -> np.ndarray:
     "`[n, len(columns)]`: how often each column's unit occurs in each row of `units[n, ...]` (columns sorted)."
     units = np.asarray(units).reshape(len(units), -1)
@@ -91,7 +93,7 @@ def fit_probes(table: SceneTable, train: np.ndarray, test: np.ndarray | None = N
     targets = [(blk, c / c.sum(1, keepdim=True)) for blk, c in targets]
     x = torch.as_tensor(table.emb[train], dtype=torch.float32, device=dev)
     loc, scale = x.mean(0), x.std(0)
-    scale = torch.where(scale > 1e-8 * scale.max().clamp_min(1e-30), scale, torch.ones_like(scale))
+    scale = torch.where(scale > DEAD_DIMENSION * scale.max().clamp_min(1e-30), scale, torch.ones_like(scale))   # a near-dead dimension is not amplified
     xs = (x - loc) / scale
     W = torch.zeros(x.shape[1], len(value_units) + len(object_units), device=dev, requires_grad=True)
     b = torch.zeros(W.shape[1], device=dev, requires_grad=True)
