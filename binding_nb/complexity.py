@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -164,6 +165,10 @@ SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ce
 def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
     "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen."
     best = select_on_validation(results)
+    if best.empty:                                      # nothing finished: an empty summary, and why
+        statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"
+        warnings.warn(f"no finished cell to summarise (status 'ok'): {statuses}; the summary is empty", stacklevel=2)
+        return pd.DataFrame(columns=["run", "family", "coverage", *SUMMARY_METRICS, "n_seeds", "chosen"])
     g = best.groupby(["run", "family", "coverage"], sort=False)
     setting = g.apply(lambda d: "; ".join(f"{int(c)}" + ("" if np.isnan(r) else f" @ {r:g}") for c, r in zip(d.capacity, d.lr)),
                       include_groups=False).rename("chosen")
@@ -173,6 +178,11 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
 def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig4_complexity"):
     "Fig. 4: per run, held-out concept (solid) and object (dashed) recognition of the validation-selected approximators vs coverage, with the ceiling and baseline."
     runs = list(dict.fromkeys(summary.run))
+    if not runs:                                        # an empty summary: a figure that says so
+        fig, ax = plt.subplots(figsize=(4.2, 1.2)); ax.axis("off")
+        ax.text(0.5, 0.5, "no finished cell to plot", ha="center", va="center")
+        if output_dir is not None: save_figure(fig, output_dir, name)
+        return fig
     fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.6), squeeze=False, sharey=True)
     colors = {f: f"C{i}" for i, f in enumerate(FAMILIES)}
     for ax, run in zip(axes[0], runs):
