@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['FAMILIES', 'one_hot_scenes', 'BindingMLP', 'AdditiveProbe', 'PerObjectProductProbe', 'GlobalProductProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit_approximator', 'score_approximator', 'held_out_reference']
+__all__ = ['FAMILIES', 'one_hot_scenes', 'chain_product', 'BindingMLP', 'AdditiveProbe', 'PerObjectProductProbe', 'GlobalProductProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit_approximator', 'score_approximator', 'held_out_reference']
 
 # %% ../nbs/04_complexity.ipynb #c4a1e001
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -31,6 +33,10 @@ def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
     return membership(cols.reshape(n, -1), m * space.n_values, dtype=np.float32)
 
 # %% ../nbs/04_complexity.ipynb #b5aeab96
+def chain_product(x: torch.Tensor, dim: int) -> torch.Tensor:
+    "The product of `x` along `dim` as a chain of multiplications: `x.prod(dim)`'s numbers, with a backward about three times cheaper."
+    return functools.reduce(operator.mul, x.unbind(dim))
+
 class _ConceptInput(nn.Module):
     "Turns concept values `[n, m, C]` into global value indices `[n, m, C]` (per-concept offsets), for embedding tables."
     def __init__(self, values_per_concept: Sequence[int], n_slots: int):
@@ -76,7 +82,7 @@ class PerObjectProductProbe(_ConceptInput):
         nn.init.normal_(self.v.weight, 1.0, 0.5)
         self.head = nn.Linear(rank, dim)
 
-    def features(self, values: torch.Tensor) -> torch.Tensor: return self.v(self.index(values)).prod(2).sum(1)
+    def features(self, values: torch.Tensor) -> torch.Tensor: return chain_product(self.v(self.index(values)), 2).sum(1)
     def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
 
 # %% ../nbs/04_complexity.ipynb #7c043d81
@@ -90,7 +96,7 @@ class GlobalProductProbe(_ConceptInput):
         self.head = nn.Linear(rank, dim)
 
     def features(self, values: torch.Tensor) -> torch.Tensor:
-        return self.u(self.index(values)).sum((1, 2)) + self.v(self.index(values, per_slot=True)).prod(2).prod(1)
+        return self.u(self.index(values)).sum((1, 2)) + chain_product(self.v(self.index(values, per_slot=True)).flatten(1, 2), 1)
     def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
 
 # %% ../nbs/04_complexity.ipynb #20c600fa

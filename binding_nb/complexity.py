@@ -152,11 +152,11 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr"]).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #a48ad4f8
-def select_on_validation(results: pd.DataFrame) -> pd.DataFrame:
-    "Per run, family, coverage and seed, the row of the best validation score (ties: the best validation R^2); held-out columns are never looked at."
+def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed")) -> pd.DataFrame:
+    "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2); held-out columns are never looked at."
     ok = results[results.status == "ok"]
     order = ok.sort_values(["val_score", "val_r2"], ascending=False, kind="stable")
-    return order.drop_duplicates(["run", "family", "coverage", "seed"]).sort_values(["run", "family", "coverage", "seed"]).reset_index(drop=True)
+    return order.drop_duplicates(list(by)).sort_values(list(by)).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #bdd35a74
 SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",

@@ -11,7 +11,8 @@ import pandas as pd
 from .geometry.report import GeometryReport, table_value
 
 # %% auto #0
-__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'geometry_beside_paper', 'complexity_beside_paper']
+__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'LEARNED_NUMBERS', 'geometry_beside_paper', 'complexity_beside_paper',
+           'learned_beside_paper']
 
 # %% ../nbs/paper.ipynb #dae73d0b
 _HF, _PL = "Hugging Face papers page summary", "PaperLayer summary"
@@ -105,4 +106,34 @@ def complexity_beside_paper(status: pd.DataFrame, summary: pd.DataFrame) -> pd.D
             ours = f"could not run: {r.reason}" if r.status != "ok" else "not in this sweep" if s.empty else f"{_complexity_ours(s, p.key):.2f}"
             rows.append(dict(figure=p.figure, measure=p.measure, families=", ".join(p.families), paper_model=p.model, paper=p.paper,
                              run=r.run, ours=ours, comparable=r.weights != "random" and r.model.split(" ")[0] in p.model, source=p.source))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/paper.ipynb #03fcabfb
+_ZH = "unattributed summary (Chinese)"
+LEARNED_NUMBERS = pd.DataFrame([
+    # figure, measure, key, paper, source
+    ("Fig. 7", "held-out object recognition of a small MLP (generalising models)", "mlp_object", "high, even one hidden layer of small width", _HF + ", Fig. 7 caption"),
+    ("Fig. 8", "held-out concept recognition of the additive probe", "additive_concept", "performs well", _PL + ", §5.4"),
+    ("Fig. 8", "held-out object recognition of the additive probe", "additive_object", "fails", _PL + ", §5.4"),
+    ("Fig. 8", "held-out object recognition of the global product probe", "global_product_object", "recovers it; the best form", _PL + ", §5.4"),
+    ("Fig. 9", "Pearson r, models' against the global product's held-out object recognition", "r", "r > 0.9", _ZH),
+], columns=["figure", "measure", "key", "paper", "source"])
+
+def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> str:
+    "One number of ours for a `LEARNED_NUMBERS` key, from validation-selected fit rows of one architecture (or the correlation table)."
+    if key == "r":
+        r = correlation.iloc[-1]
+        return f"{r.r:.2f} [{r.r_low:.2f}, {r.r_high:.2f}], {int(r.n_models)} models" if np.isfinite(r.r) else "n/a"
+    fam, metric = {"mlp_object": ("mlp", "object_acc"), "additive_concept": ("additive", "concept_acc"),
+                   "additive_object": ("additive", "object_acc"), "global_product_object": ("global_product", "object_acc")}[key]
+    rows = best[best.family == fam]
+    return "not in this study" if rows.empty else f"{rows[metric].mean():.2f} ({rows[f'ceiling_{metric}'].mean():.2f})"
+
+def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame) -> pd.DataFrame:
+    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models)."
+    archs = list(dict.fromkeys(best.architecture))
+    rows = [dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models=a, ours=_learned_ours(best[best.architecture == a], correlation, p.key))
+            for p in LEARNED_NUMBERS.itertuples() if p.key != "r" for a in archs]
+    rows += [dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models="all", ours=_learned_ours(best, correlation, p.key))
+             for p in LEARNED_NUMBERS.itertuples() if p.key == "r"]
     return pd.DataFrame(rows)

@@ -1,0 +1,88 @@
+"""Tests of 06_learned_binding beyond the notebook's own: agreement with §5.2's evaluation, resume after a failure, parameters checked first."""
+import json, subprocess, sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import binding_nb.learned as learned
+from binding_nb.complexity import Cell
+from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, learned_binding
+from binding_nb.scenes import ConceptSpace
+from binding_nb.train import RunConfig, evaluate, load_model, train_run, with_architecture
+
+torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
+NB = Path(__file__).resolve().parents[1] / "nbs" / "06_learned_binding.ipynb"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "tiny.pt"
+    cfg = with_architecture(RunConfig(C=2, V=6, coverage=0.5, steps=200, eval_every=100, ckpt_every=200, n_test_scenes=128, device="cpu"),
+                            "product-independent")
+    train_run(cfg, path, progress=False)
+    return path
+
+
+def test_query_probes_agree_with_the_training_evaluation(tiny_model):
+    "The model's own recognition read through its binding function equals §5.2's exhaustive evaluation of the same scenes."
+    lb = learned_binding(tiny_model, device="cpu")
+    model, cfg = load_model(tiny_model, "cpu")
+    rows = np.flatnonzero(np.isin(lb.table.ids, lb.model_heldout).all(1))
+    ours = lb.probes.accuracy(lb.table.emb[rows], lb.table.values[rows])
+    theirs = evaluate(model, cfg.space, torch.as_tensor(lb.table.values[rows]), 2, hard=False)
+    assert len(rows) > 50
+    np.testing.assert_allclose([ours["concept"], ours["object"]], [theirs["concept_acc"], theirs["object_acc"]], atol=1e-6)
+
+
+def test_a_failed_fit_loses_nothing_and_resumes(tmp_path, monkeypatch):
+    "A fit that raises part-way leaves the finished rows on disk; the rerun fits only what is missing."
+    lb = known_binding(ConceptSpace([8, 8]), "bag", rank=16)
+    cells = [Cell("additive", 8, 1e-2), Cell("global_product", 8, 1e-2), Cell("mlp", 16, 1e-2)]
+    real, calls = learned.fit_approximator, []
+    def flaky(name, *args, **kw):
+        calls.append(name)
+        if len(calls) == 2: raise RuntimeError("killed")
+        return real(name, *args, **kw)
+    monkeypatch.setattr(learned, "fit_approximator", flaky)
+    with pytest.raises(RuntimeError, match="killed"): fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    assert list(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path)).family) == ["additive"]
+    rows = fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    assert calls == ["additive", "global_product", "global_product", "mlp"] and sorted(rows.family) == ["additive", "global_product", "mlp"]
+
+
+def _papermill(tmp_path, *params, timeout=600):
+    cmd = [sys.executable, "-m", "papermill", str(NB), str(tmp_path / "out.ipynb"), "--cwd", str(NB.parent), *params]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("params, message", [
+    (["-p", "fraction", "1.5"], "fraction must be in (0, 1)"),
+    (["-p", "n_scenes", "0"], "n_scenes"),
+    (["-p", "model_dirs", '["/nonexistent/coverage"]'], "holds no coverage_results.csv"),
+    (["-p", "architectures", '["mlp"]'], "architecture must be one of"),
+    (["-p", "V", "10", "-p", "fraction", "0.999"], "leaves none of the 100 objects"),
+])
+def test_bad_parameters_fail_before_any_work(tmp_path, params, message):
+    run = _papermill(tmp_path, *params, "-p", "output_dir", str(tmp_path / "out"), timeout=180)
+    assert run.returncode != 0 and message in run.stderr, run.stderr[-1500:]
+    assert not (tmp_path / "out").exists()                       # nothing trained, nothing written
+
+
+@pytest.mark.slow
+def test_one_study_by_papermill(tmp_path):
+    "A small study from an empty folder: the known answers, two models, every figure and table; a rerun fits nothing."
+    out = tmp_path / "results"
+    params = ["-p", "V", "6", "-p", "architectures", '["product-shared", "product-independent"]', "-p", "coverages", "[0.5]",
+              "-p", "train_steps", "200", "-p", "n_scenes", "None", "-p", "widths", "[16]", "-p", "forms", '["global_product"]', "-p", "steps", "40",
+              "-p", "output_dir", str(out), "-p", "cache_dir", str(tmp_path / "cache")]
+    run = _papermill(tmp_path, *params, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = LEARNED_RESULTS.read(out / "learned_results.csv")
+    assert len(table) == 4 and set(table.family) == {"mlp", "global_product"}
+    for name in ("fig7_complexity", "fig8_forms", "fig9_form_vs_generalisation"):
+        for ext in ("png", "pdf"): assert (out / f"{name}.{ext}").stat().st_size > 0
+    assert "Traceback" not in json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
+    assert _papermill(tmp_path, *params, timeout=900).returncode == 0
+    assert len(LEARNED_RESULTS.read(out / "learned_results.csv")) == 4
