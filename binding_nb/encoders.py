@@ -14,6 +14,7 @@ import re
 import tempfile
 import threading
 import time
+import types
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -123,16 +124,27 @@ def _as_embeddings(out, n: int, name: str) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 # %% ../nbs/02_encoders.ipynb #ae3cfaa1
+def _code_identity(fn: Callable) -> str:
+    "What an unnamed function computes, as far as can be seen: its code (nested code included), its default arguments and the values it closes over."
+    code = getattr(fn, "__code__", None)
+    if code is None: return ""
+    parts = lambda c: [c.co_code, list(c.co_names), [parts(k) if isinstance(k, types.CodeType) else repr(k) for k in c.co_consts]]
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())] + [getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
+    try: return fingerprint(parts(code), *cells)
+    except TypeError: return fingerprint(parts(code), *[f"{type(c).__name__}@{id(c)}" for c in cells])   # opaque values: this process only
+
 def as_encoder(fn: Callable[[list], Any] | Encoder,  # a function items -> [n, d], or an `Encoder` (returned as is)
                name: str | None = None,             # defaults to the function's `__name__`
                modality: str | None = None,         # 'image', 'text' or None (inferred from the items)
                weights: str | None = None) -> Encoder:
-    "Wrap a callable `list -> np.ndarray` as an `Encoder`."
+    "Wrap a callable `list -> np.ndarray` as an `Encoder`; an unnamed one (a lambda, a local function) is keyed by its code and closure too."
     if isinstance(fn, Encoder): return fn
     if not callable(fn): raise ValueError(f"expected an Encoder or a callable list -> np.ndarray, got {type(fn).__name__}")
     if modality not in (None, "image", "text"): raise ValueError(f"modality must be 'image', 'text' or None, got {modality!r}")
     name = name or getattr(fn, "__name__", type(fn).__name__)
-    weights = weights or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', name)}"
+    qualname = getattr(fn, "__qualname__", name)
+    anonymous = "<" in qualname                                   # a lambda or a local function: its name does not tell two apart
+    weights = weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}" + (f":{_code_identity(fn)}" if anonymous else "")
     return Encoder(name=name, modality=modality, weights=weights, preprocess="callable", dim=None,
                    prepare=lambda items: items, forward=fn)
 

@@ -501,3 +501,13 @@ def test_cache_key_follows_lazy_files(tmp_path):
     Image.fromarray(np.full((4, 4, 3), 9, np.uint8)).save(paths[1])
     os.utime(paths[1], ns=(1, 1))                       # whatever the clock: a rewritten file has other bytes or another time
     assert E.data_fingerprint(files) != before
+
+
+def test_unnamed_callables_do_not_share_a_cache_entry(tmp_path):
+    "Two lambdas (same module, same name) embedding the same items: each gets its own embeddings, never the other's from the cache."
+    items = ["a red cube", "a blue ball"]
+    four = as_encoder(lambda xs: np.ones((len(xs), 4), np.float32))
+    eight = as_encoder(lambda xs: np.full((len(xs), 8), 2, np.float32))
+    assert embed(four, items, cache_dir=tmp_path, progress=False).shape == (2, 4)
+    assert embed(eight, items, cache_dir=tmp_path, progress=False).shape == (2, 8)
+    assert embed(four, items, cache_dir=tmp_path, progress=False).shape == (2, 4)   # and the first is still served
