@@ -200,8 +200,8 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
 
 # %% ../nbs/06_learned_binding.ipynb #cdc118fc
 def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
-    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked), or here when one worker will do."
-    if workers == 1 or len(jobs) < 2: return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
+    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked), or here when one worker will do or fork is not available."
+    if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
                              initializer=torch.set_num_threads, initargs=(1,)) as pool:
         return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))
