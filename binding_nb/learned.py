@@ -27,13 +27,13 @@ from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
-from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model
+from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model, read_checkpoint
 from .utils import fingerprint, save_figure, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes', 'binding_scenes',
-           'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets',
-           'fit_binding', 'in_processes', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
+__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
+           'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
+           'held_out_sets', 'fit_binding', 'in_processes', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
            'architecture_name', 'train_models', 'trained_models', 'binding_study', 'pearson_interval',
            'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
 
@@ -148,6 +148,8 @@ LEARNED_RESULTS = ResultsTable(
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
     checks=_learned_checks,
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
+PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
+
 
 # %% ../nbs/06_learned_binding.ipynb #046e3f01
 def approximator_seed(seed: int) -> int:
@@ -260,7 +262,7 @@ def trained_models(model_dir) -> list[TrainedModel]:
     rows = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(model_dir))
     found = []
     for ckpt in sorted((model_dir / "checkpoints").glob("*.pt")):
-        cfg = load_model(ckpt, "cpu")[1]
+        cfg = RunConfig(**read_checkpoint(ckpt)["config"])              # its settings only; the weights are read when it is studied
         mine = rows[COVERAGE_RESULTS.same(rows, run_identity(cfg)) & (rows.status == "ok")] if len(rows) else rows
         if len(mine): found.append(TrainedModel(cfg, ckpt, mine.iloc[0].to_dict()))
     return found
@@ -312,7 +314,7 @@ def pearson_interval(x, y, n_boot: int = 2000, seed: int = 0) -> dict[str, float
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
 def form_vs_generalisation(fits: pd.DataFrame, form: str = "global_product", n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Fig. 9's points (per model: its own held-out object recognition, and `form`'s, mean over approximator splits) and r per (C, V) and overall."
-    rows = select_on_validation(fits[fits.family == form], by=("run", "family", "capacity", "coverage", "seed"))
+    rows = select_on_validation(fits[fits.family == form], by=PER_SETTING)
     points = rows.groupby(["C", "V", "architecture", "run", "model_coverage"], as_index=False)[["model_object_acc", "object_acc", "model_too_object_acc"]].mean()
     spaces = [((C, V), d) for (C, V), d in points.groupby(["C", "V"])] + ([(("all", "all"), points)] if points[["C", "V"]].drop_duplicates().shape[0] > 1 else [])
     table = pd.DataFrame([{"C": C, "V": V, "form": form, **pearson_interval(d.model_object_acc, d.object_acc, n_boot, seed)} for (C, V), d in spaces])
@@ -325,7 +327,7 @@ def _panels(df: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
 
 def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp",), output_dir=None, name: str = "fig7_complexity"):
     "Fig. 7: held-out object (top) and concept (bottom) recognition of the MLPs vs width, per architecture; one line per model coverage, dotted: the model itself."
-    df = select_on_validation(fits[fits.family.isin(list(families))], by=("run", "family", "capacity", "coverage", "seed"))
+    df = select_on_validation(fits[fits.family.isin(list(families))], by=PER_SETTING)
     df = df.groupby(["C", "V", "architecture", "model_coverage", "family", "capacity"], as_index=False).mean(numeric_only=True)
     panels, colour = _panels(df), {c: f"C{k}" for k, c in enumerate(sorted(df.model_coverage.unique()))}   # one colour per coverage
     fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 5.6), squeeze=False, sharey="row", sharex=True)
@@ -348,7 +350,7 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
 
 def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_object_product", "global_product"), output_dir=None, name: str = "fig8_forms"):
     "Fig. 8: held-out object recognition of each form probe vs the model's coverage, per architecture, beside the model itself and the baseline."
-    df = select_on_validation(fits[fits.family.isin(list(forms))], by=("run", "family", "capacity", "coverage", "seed"))
+    df = select_on_validation(fits[fits.family.isin(list(forms))], by=PER_SETTING)
     df = df.groupby(["C", "V", "architecture", "model_coverage", "family"], as_index=False).mean(numeric_only=True)
     panels = _panels(df)
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 3.4), squeeze=False, sharey=True)
@@ -372,7 +374,7 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
     for k, (arch, d) in enumerate(points.groupby("architecture")):
         ax.scatter(d.model_object_acc, d.object_acc, color=f"C{k}", s=22, label=arch)
     ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
-    lines = [f"C={C}, V={V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table.itertuples() for C, V in [(t.C, t.V)]]
+    lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table.itertuples()]
     ax.set(xlabel="the model's held-out object recognition", ylabel="global product's held-out object recognition", xlim=(-0.03, 1.03), ylim=(-0.03, 1.03),
            title="\n".join(lines)); ax.title.set_fontsize(8)
     ax.grid(alpha=0.3); ax.legend(fontsize=7)
