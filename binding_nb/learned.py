@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
-from .complexity import Cell, holdout_split, select_on_validation
+from .complexity import Cell, fit_row_checks, holdout_split, select_on_validation, settings_mismatch
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .encoders import check_cache_dir, file_signature, read_cache, write_cache
 from .geometry import SceneTable, fit_probes, probe_split
@@ -89,6 +89,7 @@ def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarra
     path = None if cache_dir is None else check_cache_dir(cache_dir) / f"binding_{key}.npz"
     emb = read_cache(path, key, len(scenes))[0] if path is not None and path.is_file() else None
     if emb is None:
+        if path is not None: check_cache_dir(cache_dir, write=True)     # a read-only cache serves hits; a miss needs to write, so say so first
         emb = np.asarray(embed_scenes(scenes), np.float32)
         if emb.shape[0] != len(scenes): raise ValueError(f"{name}: embed_scenes returned {emb.shape[0]} rows for {len(scenes)} scenes")
         if path is not None: write_cache(path, emb, key, dict(name=name, n_scenes=len(scenes), seed=seed))
@@ -132,13 +133,6 @@ def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = Non
 HELD_OUT_SETS = {"approx_only": "objects the model trained on", "model_too": "objects the model never saw"}
 _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc", "n_test")
 
-def _learned_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
-    "What makes a row of the learned-binding results unusable, beyond `ResultsTable`'s own checks."
-    num = lambda c: pd.to_numeric(df[c], errors="coerce")
-    return {"a fraction outside (0, 1)": ~num("coverage").between(0, 1, inclusive="neither"),
-            "an unknown family": ~df.family.isin(list(FAMILIES)),
-            "a malformed cell key": ~df.cell.astype(str).str.fullmatch(r"[0-9a-f]{12}")}
-
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
@@ -146,7 +140,7 @@ LEARNED_RESULTS = ResultsTable(
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
     text=("run", "family", "cell", "status"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
-    checks=_learned_checks,
+    checks=fit_row_checks,
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
 PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
 
@@ -182,7 +176,9 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
     path = LEARNED_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
     key = lambda f, s, c: fingerprint(lb.key, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, f, s, steps, batch_size,
                                       eval_every, val_fraction, length=12)          # settings and data, never fitted numbers
-    done = set(LEARNED_RESULTS.read(path).cell.astype(str))
+    made = pd.DataFrame([dict(cell=key(f, s, c), run=lb.name, family=c.family, capacity=c.capacity, lr=c.lr, coverage=f, seed=s)
+                         for (f, s) in splits for c in cells]).set_index("cell")
+    done = set(LEARNED_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made)).cell.astype(str))   # hand-edited rows set aside
     todo = [(f, s, c) for (f, s) in splits for c in cells if key(f, s, c) not in done]
     t, v = lb.table, lb.table.values
     for f, s, c in tqdm(todo, desc=f"approximators: {lb.name}", disable=not progress or not todo):
@@ -211,7 +207,7 @@ def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progr
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6
 def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> dict[str, float]:
     "Concept and object recognition of held-out scenes by linear probes fitted on 40% of the scenes (§4) and by the model's query encoder."
-    probes = fit_probes(lb.table, *probe_split(lb.table.n, 0.4, seed), device=device)
+    probes = fit_probes(lb.table, *probe_split(lb.table.n, 0.4, seed, lb.table.keys(ordered=True)), device=device)
     rows = probes.test
     linear, query = probes.accuracy(lb.table.emb[rows], lb.table.values[rows]), lb.probes.accuracy(lb.table.emb[rows], lb.table.values[rows])
     return dict(linear_concept_acc=linear["concept"], linear_object_acc=linear["object"], query_concept_acc=query["concept"],

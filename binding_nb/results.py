@@ -70,11 +70,11 @@ class ResultsTable:
             hit &= (df[k].astype(str) == str(row[k])) if k in self.text else np.isclose(df[k].astype(float), float(row[k]))
         return hit
 
-    def read(self, path: str | os.PathLike) -> pd.DataFrame:
-        "The table at `path` (empty if missing), read under its lock; damaged rows are set aside with a warning."
+    def read(self, path: str | os.PathLike, expect: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:
+        "The table at `path` (empty if missing), read under its lock; damaged or repeated rows, and rows `expect` faults (per row, a reason or ''), are set aside with a warning."
         path = Path(path)
         if path.is_dir(): raise ValueError(f"{path} is a folder: {self.advice}")
-        with _lock(path): return self._read(path)
+        with _lock(path): return self._read(path, expect)
 
     def write(self, df: pd.DataFrame, path: str | os.PathLike) -> None:
         "Write `df` to `path` atomically, under the lock, the standard columns first."
@@ -94,7 +94,17 @@ class ResultsTable:
         cols = list(self.columns)
         with atomic_file(path) as f: df.reindex(columns=cols + [c for c in df.columns if c not in cols]).to_csv(f, index=False)
 
-    def _read(self, path: Path) -> pd.DataFrame:
+    def _repeats(self, df: pd.DataFrame) -> pd.Series:
+        "Per row, '' or the earlier line whose identity it repeats (the first of each identity is kept)."
+        ident = pd.DataFrame({k: df[k].astype(str) if k in self.text else pd.to_numeric(df[k], errors="coerce").round(9)
+                              for k in self.keys}, index=df.index)
+        first = pd.Series(df.index, index=df.index).groupby([ident[k] for k in self.keys], dropna=False, sort=False).transform("first")
+        text = df.astype(object).where(df.notna(), "").astype(str)
+        same = (text.to_numpy() == text.loc[first].to_numpy()).all(1)
+        return pd.Series(np.where(first == df.index, "", np.where(same, "a repeat of line ", "the identity of line ")
+                                  + first.astype(str) + np.where(same, "", " with other values")), index=df.index)
+
+    def _read(self, path: Path, expect: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:
         columns = list(self.columns)
         if not path.exists(): return pd.DataFrame(columns=columns)
         with open(path, newline="", encoding="utf-8", errors="replace") as f: content = f.read()
@@ -116,6 +126,9 @@ class ResultsTable:
             for c, v in self.defaults.items():
                 if c not in df.columns: df[c] = v
             why = self.problems(df)
+            if expect is not None: why = why.where(why != "", expect(df))
+            ok = why == ""
+            why[ok] = self._repeats(df[ok])                                     # repeats among the usable rows
             bad.update(why[why != ""].to_dict())
             df = df.drop(index=list(why[why != ""].index))
             for c in df.columns:
@@ -123,6 +136,8 @@ class ResultsTable:
         df = df.reset_index(drop=True).reindex(columns=columns + [c for c in df.columns if c not in columns])
         if bad:
             lines_why = "; ".join(f"line {n}: {w}" for n, w in sorted(bad.items())[:5]) + (" ..." if len(bad) > 5 else "")
-            set_aside(path, f"had {len(bad)} damaged row(s) ({lines_why})", then="rewrote the table without them")
+            repeats = sum(str(w).startswith(("a repeat of line", "the identity of line")) for w in bad.values())
+            kind = "damaged" if not repeats else "repeated" if repeats == len(bad) else "damaged or repeated"
+            set_aside(path, f"had {len(bad)} {kind} row(s) ({lines_why})", then="rewrote the table without them")
             self._write(df, path)
         return df

@@ -5,22 +5,25 @@
 # %% ../nbs/03a_runs.ipynb #18e02521
 from __future__ import annotations
 
+import re
 import time
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from . import datasets as D
-from .encoders import ENCODER_PREFIXES, WeightsUnavailableError, check_cache_dir, embed, load_encoder
+from .encoders import ENCODER_PREFIXES, WeightsUnavailableError, check_cache_dir, check_weights, embed, load_encoder
 from .geometry.report import GeometryReport, geometry_report, report_settings
 from .geometry.table import dataset_labels
 from .scenes import scene_sizes
-from .utils import resolve_device, seeded_subset, whole_number
+from .utils import atomic_file, resolve_device, seeded_subset, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'embed_runs', 'run_geometry', 'run_tables', 'complexity_runs']
+__all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs', 'check_runs', 'embed_runs', 'run_geometry', 'run_tables', 'save_runs', 'complexity_runs']
 
 # %% ../nbs/03a_runs.ipynb #6c03512b
 DATASETS = {"clevr2d": "CLEVR-2D", "clevr3d": "CLEVR", "clevr3d-3": "CLEVR, three objects",
@@ -50,9 +53,12 @@ def _parse_dataset(spec: str) -> tuple[str, int | None]:
     if base.startswith("clevr3d-3") or base == "pug_spare": raise ValueError(f"dataset {spec!r}: ':N' is for the complete grids, not {base}")
     return base, int(n)
 
-def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int) -> np.ndarray:
+def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str) -> np.ndarray:
     "Indices of every single-object scene and of a seeded sample of `n_pairs` multi-object scenes (all when None), sorted."
     multi = np.flatnonzero(np.asarray(scene_sizes(objects)) > 1)
+    if n_pairs is not None and n_pairs > len(multi):
+        raise ValueError(f"n_pairs={n_pairs:,} is more than the {len(multi):,} multi-object scenes of {spec}: pass at most {len(multi):,}, "
+                         f"or None for all of them")
     keep = multi[seeded_subset(len(multi), n_pairs, seed)]
     return np.sort(np.concatenate([keep, np.flatnonzero(np.asarray(scene_sizes(objects)) == 1)]))
 
@@ -65,7 +71,7 @@ def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render
     if base == "clevr3d":                                              # choose the scenes first: only those are rendered
         objects = D.all_pairs(D.clevr_space())
         if n: objects = objects[_grid_mask(objects, n)]
-        objects = objects[_sample_rows(objects, n_pairs, seed)]
+        objects = objects[_sample_rows(objects, n_pairs, seed, spec)]
         return D.clevr3d(clevr3d_size, clevr3d_spp, objects=objects, cache_dir=cache, progress=progress)
     if base.startswith("clevr3d-3"):
         return D.clevr3d(clevr3d_size, clevr3d_spp, n_objects=3, occlusion=base.endswith("occlusion"), n_scenes=n_pairs or 300,
@@ -76,7 +82,7 @@ def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render
         ds = D.pug_spare(pug_root)
     else: ds = {"clevr2d": D.clevr2d, "text": D.text_captions, "patterned": lambda: D.patterned_scenes(singles=True, seed=seed, progress=progress)}[base]()
     if n: ds = restrict_values(ds, n)
-    return ds if n_pairs is None else ds.subset(_sample_rows(ds.objects, n_pairs, seed))
+    return ds if n_pairs is None else ds.subset(_sample_rows(ds.objects, n_pairs, seed, spec))
 
 # %% ../nbs/03a_runs.ipynb #f03b7aa2
 _MODEL_NAMES = {"openclip:ViT-B-32": "CLIP ViT-B/32", "hf:facebook/dinov2-base": "DINOv2 ViT-B/14", "st:all-MiniLM-L6-v2": "MiniLM-L6"}
@@ -126,48 +132,102 @@ def standard_runs(image_pairs: int | None = None, clevr3d_triples: int = 300, n_
     runs += [RunSpec(d, dino, dinov2_weights, cap(k)) for d, k in images]
     return runs + [RunSpec("pug_spare", clip, w, cap(None)) for w in ("random", clip_weights)]
 
+def _sample_size(v, name: str) -> int | None:
+    "A sample size parameter: 0 or None mean all, else a whole number >= 4."
+    return None if v is None or (v == 0 and not isinstance(v, bool)) else whole_number(v, name, low=4)
+
+def one_run(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None) -> RunSpec | None:
+    "The one run a page's `encoder`, `pretrained`, `dataset` and `n_pairs` name; None without `encoder` (`dataset` and `pretrained` are then refused)."
+    weights = "random" if pretrained in (None, False) else "default" if pretrained is True else pretrained
+    for name, value, default in (("dataset", dataset, "clevr2d"), ("pretrained", weights, "random")):
+        if encoder is None and value != default:
+            raise ValueError(f"{name} applies only to one run, named by encoder (got {name}={value!r} and no encoder): add -p encoder "
+                             f"openclip:ViT-B-32 (or another), or leave {name} out for the standard runs")
+    if not isinstance(weights, str) or not weights.strip(): raise ValueError(f"pretrained must be 'random', 'default', a tag or a local path, got {weights!r}")
+    return None if encoder is None else RunSpec(dataset, encoder, weights, _sample_size(n_pairs, "n_pairs"))
+
+def named_runs(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None, image_pairs=None,
+               clevr3d_triples: int = 300, text_pairs=None, clip_weights: str = "default", dinov2_weights: str = "default") -> list[RunSpec]:
+    "The runs a page's parameters name: with `encoder`, `one_run`; else the standard runs (`dataset` and `pretrained` refused); checked."
+    run = one_run(encoder, pretrained, dataset, n_pairs)
+    for name, w in (("clip_weights", clip_weights), ("dinov2_weights", dinov2_weights)):
+        if not isinstance(w, str) or not w.strip(): raise ValueError(f"{name} must be 'random', 'default', a tag or a local path, got {w!r}")
+    if run is not None: return check_runs([run])
+    n_pairs, image_pairs, text_pairs = (_sample_size(v, k) for k, v in (("n_pairs", n_pairs), ("image_pairs", image_pairs), ("text_pairs", text_pairs)))
+    return check_runs(standard_runs(image_pairs, whole_number(clevr3d_triples, "clevr3d_triples", low=4), n_pairs, clip_weights, dinov2_weights, text_pairs))
+
 # %% ../nbs/03a_runs.ipynb #f3a9d6b1
 def _first_sentence(e: Exception) -> str: return str(e).split(". ")[0].rstrip(".") + "."
 
-def embed_runs(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
-               progress: bool = True):
-    "Per run: its status row, and its dataset and embeddings (None, None when its weights or data are missing); encoders and datasets load once."
+def _failure(e: Exception, limit: int = 400) -> str:
+    "The reason a run failed: the error's type and message on one line."
+    text = re.sub(r"\s+", " ", f"{type(e).__name__}: {e}").strip()
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+def check_runs(runs: Sequence[RunSpec]) -> list[RunSpec]:
+    "`runs` as a list of distinct `RunSpec`s whose weights `check_weights` accepts (no model is loaded); else a clear error, before any run."
+    if isinstance(runs, RunSpec): raise TypeError(f"runs must be a list of RunSpec objects, e.g. [{runs!r}]")
     runs = list(runs)
     if not runs: raise ValueError("no runs given")
     if not all(isinstance(r, RunSpec) for r in runs): raise TypeError("runs must be RunSpec objects, e.g. RunSpec('clevr2d', 'openclip:ViT-B-32')")
     if len({r.name for r in runs}) < len(runs): raise ValueError(f"a run is listed twice in {[r.name for r in runs]}")
-    encoders, datasets = {}, {}
+    for run in {(r.encoder, r.weights): r for r in runs}.values(): check_weights(run.encoder, run.pretrained)
+    return runs
+
+def embed_runs(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+               progress: bool = True):
+    "Check `runs` now; then per run: its status row, and its dataset and embeddings (None, None when it did not run); encoders and datasets load once."
+    return _embed_each(check_runs(runs), cache_dir, batch_size, device, dataset_options or {}, progress)
+
+def _embed_each(runs: list[RunSpec], cache_dir, batch_size: int, device, dataset_options: dict, progress: bool):
+    loaded = {}                                               # what was loaded once, or the error loading it raised
+    def once(key, make):
+        if key not in loaded:
+            try: loaded[key] = make()
+            except Exception as e: loaded[key] = e
+        if isinstance(loaded[key], Exception): raise loaded[key]
+        return loaded[key]
     for i, run in enumerate(runs, 1):
         row = dict(run=run.name, dataset=run.dataset, n_pairs=run.n_pairs, family=run.family, model=run.model, weights=run.weights)
         if progress: print(f"[{i}/{len(runs)}] {run.name}", flush=True)
         t0 = time.perf_counter()
-        enc_key, data_key = (run.encoder, run.weights, run.modality), (run.dataset, run.n_pairs)
         try:
-            if enc_key not in encoders:
-                encoders[enc_key] = load_encoder(run.encoder, pretrained=run.pretrained, modality=run.modality, device=device)
-            if data_key not in datasets:
-                datasets[data_key] = dataset_by_name(run.dataset, run.n_pairs, progress=progress, **(dataset_options or {}))
+            enc = once(("encoder", run.encoder, run.weights, run.modality),
+                       lambda: load_encoder(run.encoder, pretrained=run.pretrained, modality=run.modality, device=device))
+            data = once(("dataset", run.dataset, run.n_pairs), lambda: dataset_by_name(run.dataset, run.n_pairs, progress=progress, **dataset_options))
+            emb = embed(enc, data, batch_size=batch_size, cache_dir=cache_dir, progress=progress)
         except (WeightsUnavailableError, FileNotFoundError) as e:
             yield {**row, "status": "not run", "reason": _first_sentence(e)}, None, None
-            continue
-        emb = embed(encoders[enc_key], datasets[data_key], batch_size=batch_size, cache_dir=cache_dir, progress=progress)
-        yield {**row, "status": "ok", "reason": "", "prepare_seconds": round(time.perf_counter() - t0, 1)}, datasets[data_key], emb
+        except Exception as e:
+            yield {**row, "status": "failed", "reason": _failure(e)}, None, None
+        else:
+            yield {**row, "status": "ok", "reason": "", "prepare_seconds": round(time.perf_counter() - t0, 1)}, data, emb
 
 # %% ../nbs/03a_runs.ipynb #a0ad46e4
 def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
-                 progress: bool = True, **settings) -> tuple[pd.DataFrame, dict[str, GeometryReport]]:
-    "Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it; missing weights or data make a run 'not run'."
-    runs = list(runs)
+                 progress: bool = True, output_dir=None, **settings) -> tuple[pd.DataFrame, dict[str, GeometryReport]]:
+    "Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it, saving the tables to `output_dir` as each run ends; runs that cannot run or fail are recorded, with the reason."
     report_settings(**settings); resolve_device(device)
     if cache_dir is not None: check_cache_dir(cache_dir)
+    each = embed_runs(runs, cache_dir, batch_size, device, dataset_options, progress)
+    out = None if output_dir is None else writable_folder(output_dir, "output_dir", "pass a folder you can write to")
     status, reports = [], {}
-    for row, data, emb in embed_runs(runs, cache_dir, batch_size, device, dataset_options, progress):
+    for row, data, emb in each:
         if data is not None:
-            rep = reports[row["run"]] = geometry_report(emb, data, device=device, **settings)
-            row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d, prepare_seconds=row.pop("prepare_seconds"),
-                       measure_seconds=round(rep.seconds, 1))
+            try: rep = geometry_report(emb, data, device=device, **settings)
+            except Exception as e: row.update(status="failed", reason=_failure(e), prepare_seconds=row.pop("prepare_seconds"))
+            else:
+                reports[row["run"]] = rep
+                row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d, prepare_seconds=row.pop("prepare_seconds"),
+                           measure_seconds=round(rep.seconds, 1))
         status.append(row)
-    return pd.DataFrame(status), reports
+        if out is not None: save_runs(pd.DataFrame(status), reports, out)
+    status = pd.DataFrame(status)
+    failed = status[status.status == "failed"]
+    if len(failed):
+        warnings.warn(f"{len(failed)} of {len(status)} runs failed; the others were measured" + (f" and saved in {out}" if out else "") + ": "
+                      + "; ".join(f"{r.run}: {r.reason}" for r in failed.itertuples()), stacklevel=2)
+    return status, reports
 
 # %% ../nbs/03a_runs.ipynb #98566366
 def run_tables(status: pd.DataFrame, reports: dict[str, GeometryReport]) -> dict[str, pd.DataFrame]:
@@ -180,6 +240,14 @@ def run_tables(status: pd.DataFrame, reports: dict[str, GeometryReport]) -> dict
         if parts: out[name] = pd.concat(parts, ignore_index=True)
     if reports: out["key_numbers"] = pd.concat([label(pd.DataFrame([rep.key_numbers()]), run) for run, rep in reports.items()], ignore_index=True)
     return out
+
+def save_runs(status: pd.DataFrame, reports: dict[str, GeometryReport], output_dir) -> list[Path]:
+    "Write `run_tables(status, reports)` and `status` (as `geometry_runs.csv`) to `output_dir`, each file atomically; the paths."
+    folder, paths = writable_folder(output_dir, "output_dir", "pass a folder you can write to"), []
+    for name, df in {**run_tables(status, reports), "geometry_runs": status}.items():
+        with atomic_file(folder / f"{name}.csv") as f: df.to_csv(f, index=False)
+        paths.append(folder / f"{name}.csv")
+    return paths
 
 # %% ../nbs/04_complexity.ipynb #8a671259
 def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = 3000) -> list[RunSpec]:

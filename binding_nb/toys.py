@@ -12,6 +12,7 @@ __all__ = ['TOY_KINDS', 'toy_embeddings']
 import numpy as np
 
 from .scenes import ConceptSpace, check_scenes
+from .utils import number_in, whole_number
 
 # %% ../nbs/03_geometry.ipynb #9a13e22c
 TOY_KINDS = ("concepts", "objects", "positional", "noise",          # §4: known geometries
@@ -22,8 +23,11 @@ def toy_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str, dim: int
                    binding: float = 0.7, rank: int = 32, spread: float = 0.5) -> np.ndarray:
     "Float32 embeddings `[n, dim]` of the scenes `objects[n, m, C]` with a known geometry or binding function (one of `TOY_KINDS`); `noise` None: 0.1, or 0.05 for the binding kinds."
     if kind not in TOY_KINDS: raise ValueError(f"kind must be one of {TOY_KINDS}, got {kind!r}")
-    if kind in _BINDING_KINDS: return _binding_embeddings(space, objects, kind, dim, rank, spread, 0.05 if noise is None else noise, seed)
-    return _geometry_embeddings(space, objects, kind, dim, binding, 0.1 if noise is None else noise, seed)
+    dim, rank, seed = whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), whole_number(seed, "seed", low=0)
+    binding, spread = number_in(binding, "binding"), number_in(spread, "spread", low=0)
+    noise = (0.05 if kind in _BINDING_KINDS else 0.1) if noise is None else number_in(noise, "noise", low=0)
+    if kind in _BINDING_KINDS: return _binding_embeddings(space, objects, kind, dim, rank, spread, noise, seed)
+    return _geometry_embeddings(space, objects, kind, dim, binding, noise, seed)
 
 def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "objects", dim: int = 64, binding: float = 0.7,
                          noise: float = 0.1, seed: int = 0) -> np.ndarray:

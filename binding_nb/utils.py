@@ -30,7 +30,7 @@ import torch
 # %% auto #0
 __all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'writable_folder', 'CorruptFileError',
            'write_verified', 'read_verified', 'fingerprint', 'numpy_or_torch', 'seeded_subset', 'whole_number',
-           'parse_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table']
+           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -175,13 +175,48 @@ def whole_number(x, what: str, low: int | None = None) -> int:
     if low is not None and x < low: raise ValueError(f"{what} must be >= {low}, got {x!r}")
     return int(x)
 
+# %% ../nbs/utils.ipynb #113704c5
+def number_in(x, what: str, low: float | None = None, high: float | None = None, low_open: bool = False,
+              high_open: bool = False) -> float:
+    "`x` as a finite Python float in [`low`, `high`] (an end excluded when `*_open`); bools, text, NaN or a value outside raise, naming `what`."
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0: x = x.item()
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real) or not np.isfinite(float(x)):
+        raise ValueError(f"{what} must be a finite number, got {x!r}")
+    below = low is not None and (x <= low if low_open else x < low)
+    above = high is not None and (x >= high if high_open else x > high)
+    if below or above:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{what} must be in {lo}, {hi}, got {x!r}")
+    return float(x)
+
 # %% ../nbs/utils.ipynb #4d14ac86
-def parse_list(value, name: str) -> list:
-    "A list parameter given as a list or as its text (papermill's `-p coverages '[0.3, 0.9]'` passes the string)."
+def _list_example(name: str, value: str) -> str:
+    "How to pass `value` as a one-element list on papermill's command line, or a general example when it looks like a broken list."
+    return f"-p {name} '{json.dumps([value])}'" if not re.search(r"[\[\](),]", value) else f"-p {name} '[0.3, 0.9]' or -p {name} '[\"mlp\"]'"
+
+def _text(v, what: str) -> str:
+    if not isinstance(v, str): raise ValueError(f"{what} must be text, got {v!r}")
+    return v
+
+def parse_list(value, name: str, of: type | None = None) -> list:
+    "A list parameter given as a list or as its text (papermill's `-p coverages '[0.3, 0.9]'` passes the string); `of` (int, float or str): the type of every element."
     if isinstance(value, str):
         try: value = ast.literal_eval(value)
-        except (ValueError, SyntaxError) as e: raise ValueError(f"{name} must be a list such as [0.3, 0.9], got {value!r}") from e
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+        except (ValueError, SyntaxError) as e:
+            raise ValueError(f"{name} must be a list written as Python, e.g. {_list_example(name, value)}; got {value!r}") from e
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if of is None: return items
+    check = {int: whole_number, float: number_in, str: _text}.get(of)
+    if check is None: raise ValueError(f"of must be int, float or str, got {of!r}")
+    return [check(v, f"{name}[{i}]") for i, v in enumerate(items)]
+
+# %% ../nbs/utils.ipynb #5e13df91
+def name_list(value, what: str) -> list:
+    "`value` (a list, tuple or other iterable of names) as a list; a lone string raises, with the list it probably meant."
+    if isinstance(value, (str, bytes)): raise TypeError(f"{what} must be a list of names, e.g. {[value]!r}, got the string {value!r}")
+    try: return list(value)
+    except TypeError: raise TypeError(f"{what} must be a list of names, got {type(value).__name__} {value!r}") from None
 
 # %% ../nbs/utils.ipynb #c7c9b66a
 def parse_flag(value, name: str) -> bool:

@@ -93,6 +93,72 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     assert run_states(cfgs, there).state.tolist() == ["finished"] * 2
 
 
+def gone(pid: int) -> bool:
+    "Whether process `pid` has ended (a zombie no one reaps counts as ended)."
+    try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError: return True
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="finds the job's controller and worker through /proc")
+def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted(tmp_path, one_thread_jobs):
+    """A local job's controller is killed (with the kernel that started it) while its worker trains: the worker trains on as
+    an orphan and holds the run's checkpoint lock. The run is in flight, and says why; a rerun resubmits nothing. Once the
+    worker ends too, without a row, the run is failed."""
+    base = RunConfig(steps=100_000, eval_every=10, ckpt_every=10, **TINY)          # far longer than the test
+    cfgs = sweep_configs(base, [[2, 4]], [0.5], [0])
+    out = tmp_path / "sweep"
+    script = textwrap.dedent(f"""
+        from binding_nb.jobs import make_executor, submit_sweep
+        from binding_nb.train import RunConfig
+        ex = make_executor("local", {str(out / "jobs" / "submitit")!r}, gpus=0, time_min=10)
+        submit_sweep(RunConfig(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], [0], {str(out)!r},
+                     executor=ex, wait=False, progress=False)
+    """)
+    subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=120)
+    controller = run_states(cfgs, out).job_id[0]
+    ck = out / "checkpoints" / f"{cfgs[0].run_name()}.pt"
+    until(lambda: ck.exists(), "the job's first checkpoint", 120)                   # the worker holds the run's lock
+    worker = until(lambda: children(controller), "the job's worker")[0]
+    try:
+        os.kill(int(controller), signal.SIGKILL)
+        until(lambda: gone(int(controller)), "the controller to end", 30)
+        assert not gone(worker)                                                    # an orphan, still training
+        states = run_states(cfgs, out)
+        assert states.state[0] == "in flight", states
+        assert "checkpoint lock" in states.reason[0] and "not resubmitted" in states.reason[0], states.reason[0]
+        with pytest.warns(UserWarning, match=rf"not resubmitting 1 run.*{cfgs[0].run_name()} \(job {controller}\).*checkpoint lock"):
+            submit_sweep(base, [[2, 4]], [0.5], [0], out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
+                         wait=False, progress=False)
+        record = json.loads((out / "jobs" / f"{cfgs[0].run_name()}.json").read_text())
+        assert record["job_id"] == controller and record["earlier"] == []          # nothing resubmitted
+        assert children(controller) == [worker] or not children(controller)         # the worker's parent is gone
+    finally:
+        os.kill(worker, signal.SIGKILL)
+    until(lambda: gone(worker), "the worker to end", 30)
+    states = until(lambda: s if (s := run_states(cfgs, out)).state[0] == "failed" else None, "the lock to be released", 30)
+    assert "ended without a result" in states.reason[0]
+
+
+def test_run_another_process_trains_is_not_submitted(tmp_path):
+    "A run with no job whose checkpoint lock another process holds (a notebook training it in-process) is in flight, not submitted."
+    cfgs = sweep_configs(RunConfig(steps=20, eval_every=10, ckpt_every=10, **TINY), [[2, 4]], [0.5], [0])
+    out = tmp_path / "sweep"; (out / "checkpoints").mkdir(parents=True)
+    lock = out / "checkpoints" / f"{cfgs[0].run_name()}.pt.lock"
+    holder = subprocess.Popen([sys.executable, "-c", f"from filelock import FileLock; import time\nwith FileLock({str(lock)!r}):"
+                               " print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        states = run_states(cfgs, out)
+        assert states.state[0] == "in flight" and "another notebook or script" in states.reason[0], states.reason[0]
+        with pytest.warns(UserWarning, match=rf"not resubmitting 1 run.*{cfgs[0].run_name()} \(job none\): a live process holds"):
+            submit_sweep(cfgs[0], [[2, 4]], [0.5], [0], out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
+                         wait=False, progress=False)
+        assert not list((out / "jobs").glob("*.json"))                              # nothing submitted
+    finally:
+        holder.kill(); holder.wait()
+    assert run_states(cfgs, out).state.tolist() == ["not submitted"]
+
+
 @contextlib.contextmanager
 def slurm_job_signals():
     "submitit's `process_job` installs a job's signal handlers; put this process's back afterwards."
@@ -208,7 +274,7 @@ def test_papermill_local_executor_then_collect(tmp_path, one_thread_jobs):
     out_dir = tmp_path / "results"
     params = ["-p", "V", "4", "-p", "steps", "40", "-p", "coverages", "[0.5, 0.75]", "-p", "eval_every", "20", "-p", "ckpt_every",
               "20", "-p", "d_model", "16", "-p", "n_layers", "1", "-p", "n_test_scenes", "64", "-p", "executor", "local",
-              "-p", "slurm_gpus", "0", "-p", "output_dir", str(out_dir)]
+              "-p", "slurm_gpus", "0", "-p", "architectures", '["transformer"]', "-p", "output_dir", str(out_dir)]
     pm = lambda name, *more: subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / name), *params, *more],
                                             check=True, cwd=tmp_path, capture_output=True, text=True)
     first = pm("first.ipynb")

@@ -167,3 +167,26 @@ def test_sweep_key_ignores_fitted_numbers(tmp_path):
     other = fit_probes(table, *probe_split(table.n, 0.5, 0), device="cpu")   # probes fitted on other scenes: a new row
     sweep(table, "toy", cells, [0.5], [0], tmp_path, other, steps=20, device="cpu", progress=False)
     assert len(COMPLEXITY_RESULTS.read(COMPLEXITY_RESULTS.path(tmp_path))) == 2
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(coverages="[1.5]"), "coverages[0] must be in (0, 1), got 1.5"),
+    (dict(coverages='[0.1, "a"]'), "coverages[1] must be a finite number, got 'a'"),
+    (dict(steps=0), "steps must be >= 1"),
+    (dict(val_fraction=1.5), "val_fraction must be in (0, 1)"),
+    (dict(seeds="[0, -1]"), "seeds[1] must be >= 0"),
+    (dict(families="mlp"), """-p families '["mlp"]'"""),
+    (dict(threads=2.5), "threads must be a whole number, got 2.5"),
+    (dict(dataset="text"), "dataset applies only to one run, named by encoder"),
+    (dict(encoder="st:all-MiniLM-L6-v2", n_pairs=2), "n_pairs must be >= 4"),
+    (dict(n_pairs=100), "n_pairs applies only to one run, named by encoder"),
+    (dict(clip_weights="opneai"), "has no pretrained tag 'opneai'; tags: ['openai',"),
+])
+def test_every_parameter_is_checked_before_any_work(tmp_path, params, message):
+    from conftest import run_parameter_check
+    out = tmp_path / "out"
+    with pytest.raises((ValueError, TypeError)) as e: run_parameter_check(NB, output_dir=str(out), **params)
+    assert message in str(e.value), str(e.value)
+    assert not out.exists()                                            # refused before anything was written
+    ok = run_parameter_check(NB, output_dir=str(out), cache_dir=str(tmp_path / "cache"), coverages="[0.5]", seeds="[1]", threads=1)
+    assert ok["coverages"] == [0.5] and ok["seeds"] == [1] and out.is_dir()

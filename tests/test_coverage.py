@@ -16,10 +16,19 @@ NB = Path(__file__).resolve().parents[1] / "nbs" / "05_coverage.ipynb"
 TINY = dict(V=6, C=2, steps=150, coverages=[0.3, 0.9], seeds=[0])
 
 
-def papermill(tmp_path: Path, **params) -> Path:
+PLATEAU = NB.parent / "05a_plateau.ipynb"
+
+
+def papermill(tmp_path: Path, nb: Path = NB, **params) -> Path:
     out = tmp_path / "out.ipynb"
-    pm.execute_notebook(str(NB), str(out), parameters=params, cwd=str(NB.parent), kernel_name="python3", progress_bar=False)
+    pm.execute_notebook(str(nb), str(out), parameters=params, cwd=str(nb.parent), kernel_name="python3", progress_bar=False)
     return out
+
+
+def check_cell(nb: Path) -> int:
+    "The index, in papermill's output, of the cell right after the parameters (papermill inserts its own cell between)."
+    cells = json.loads(nb.read_text())["cells"]
+    return next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])) + 2
 
 
 def test_tiny_papermill_run(tmp_path):
@@ -58,6 +67,7 @@ def test_finished_runs_are_not_retrained(tmp_path):
     (dict(coverages=[0.5, 1.5]), "coverage must be in (0, 1]"),
     (dict(device="tpu7"), "pass 'auto', 'cpu', 'cuda'"),
     (dict(architectures=["transformer", "lstm"]), "architecture must be one of"),
+    (dict(threads=2.5), "threads must be a whole number, got 2.5"),
 ])
 def test_bad_input_fails_at_once(tmp_path, params, message):
     out_dir = tmp_path / "results"; out_dir.mkdir()
@@ -66,9 +76,53 @@ def test_bad_input_fails_at_once(tmp_path, params, message):
     with pytest.raises(pm.PapermillExecutionError) as e:
         papermill(tmp_path, output_dir=str(out_dir), **{**TINY, **params})
     assert message in str(e.value)
+    assert e.value.cell_index == check_cell(NB), e.value.cell_index   # the check right after the parameters
     assert time.perf_counter() - t0 < 60                       # nothing was trained
     assert keep.read_text() == "precious,results\n1,2\n"       # nothing the user had was touched
     assert sorted(p.name for p in out_dir.iterdir()) == ["coverage_results.csv"]
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(threads=-1), "threads must be >= 0, got -1"),
+    (dict(lr="fast"), "lr must be a finite number, got 'fast'"),
+    (dict(product_lr=0), "product_lr must be in (0, inf), got 0"),
+    (dict(rank=0, architectures=["transformer"]), "rank must be >= 1, got 0"),
+    (dict(spaces=[[2]]), "spaces[0] must be a pair [C, V]"),
+    (dict(coverages=[True]), "coverages[0] must be a finite number, got True"),
+    (dict(seeds=[0.5]), "seeds[0] must be a whole number, got 0.5"),
+    (dict(n_test_scenes=0), "n_test_scenes must be >= 1, got 0"),
+    (dict(slurm_partition=5), "slurm_partition must be text, got 5"),
+    (dict(executor="pbs"), "executor must be one of none, local, slurm, got 'pbs'"),
+])
+def test_every_parameter_is_checked_in_the_check_cell(tmp_path, params, message):
+    "The other cases of the check, run as papermill runs it (the cells through the one after the parameters) without a kernel."
+    from conftest import run_parameter_check
+    out_dir = tmp_path / "results"
+    with pytest.raises((ValueError, TypeError)) as e: run_parameter_check(NB, output_dir=str(out_dir), **{**TINY, **params})
+    assert message in str(e.value), str(e.value)
+    assert not out_dir.exists()                                # nothing written
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(threads=2.5), "threads must be a whole number, got 2.5"),
+    (dict(threads="two"), "threads must be a whole number, got 'two'"),
+    (dict(seeds=[0.5]), "seeds[0] must be a whole number, got 0.5"),
+    (dict(seeds=[-1]), "seeds[0] must be >= 0, got -1"),
+    (dict(seeds=[]), "seeds must list at least one seed"),
+    (dict(steps=0), "steps must be >= 1, got 0"),
+    (dict(concept_weights=[1, -0.5]), "concept_weights[1] must be in [0, inf), got -0.5"),
+    (dict(concept_weights="[1, 'a']"), "concept_weights[1] must be a finite number, got 'a'"),
+])
+def test_plateau_bad_parameters_fail_at_once(tmp_path, params, message):
+    "05a_plateau checks every parameter in the cell right after them, naming it, before it trains anything."
+    from conftest import run_parameter_check
+    with pytest.raises((ValueError, TypeError)) as e: run_parameter_check(PLATEAU, **{"steps": 20, **params})
+    assert message in str(e.value), str(e.value)
+
+
+def test_plateau_check_runs_first_under_papermill(tmp_path):
+    with pytest.raises(pm.PapermillExecutionError) as e: papermill(tmp_path, PLATEAU, steps=0)
+    assert "steps must be >= 1, got 0" in str(e.value) and e.value.cell_index == check_cell(PLATEAU), e.value.cell_index
 
 
 @pytest.mark.parametrize("change, message", [

@@ -3,6 +3,7 @@
 Run `pytest tests/test_datasets.py` (about a minute on 2 CPU cores); `--runslow` adds the full 224 px 3D build.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -407,3 +408,15 @@ def test_render_cache_read_only(tmp_path, lock_read_only):
     with pytest.raises(PermissionError, match=r"render cache folder .*empty/sub is not writable"):
         D.render_cached(["x"], render, (4, 4, 3), tmp_path / "empty" / "sub", progress=False)
     assert calls == [0, 1]                                            # only the first, writable build rendered
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(image_size=8), "image_size must be >= 16"),
+    (dict(render_3d_spp=2.5), "render_3d_spp must be a whole number, got 2.5"),
+    (dict(render_3d_size="96"), "render_3d_size must be a whole number"),
+])
+def test_every_parameter_is_checked_before_any_work(tmp_path, params, message):
+    from conftest import run_parameter_check
+    page = Path(__file__).resolve().parents[1] / "nbs" / "01_datasets.ipynb"
+    with pytest.raises(ValueError, match=re.escape(message)): run_parameter_check(page, output_dir=str(tmp_path / "out"), **params)
+    assert not (tmp_path / "out").exists()

@@ -511,3 +511,212 @@ def test_unnamed_callables_do_not_share_a_cache_entry(tmp_path):
     assert embed(four, items, cache_dir=tmp_path, progress=False).shape == (2, 4)
     assert embed(eight, items, cache_dir=tmp_path, progress=False).shape == (2, 8)
     assert embed(four, items, cache_dir=tmp_path, progress=False).shape == (2, 4)   # and the first is still served
+
+
+# --- damaged or mis-kinded weights: a clear ValueError naming the file, before any model is built -------------------
+
+def _noise(n: int = 4096) -> bytes:
+    "Bytes that are neither a zip archive nor a pickle nor a safetensors header (fixed, so the test is deterministic)."
+    raw = bytearray(np.random.default_rng(0).bytes(n)); raw[:2] = b"\x13\x37"
+    return bytes(raw)
+
+
+def _torch_zip(p: Path) -> Path:
+    torch.save({"w": torch.zeros(4)}, p); return p
+
+
+def _safetensors(p: Path) -> Path:
+    from safetensors.torch import save_file
+    save_file({"w": torch.zeros(4)}, str(p)); return p
+
+
+DAMAGED_CHECKPOINTS = {
+    "random bytes .pt": ("w.pt", lambda p: p.write_bytes(_noise())),
+    "empty .pt": ("w.pt", lambda p: p.write_bytes(b"")),
+    "corrupt .safetensors": ("w.safetensors", lambda p: p.write_bytes(_noise())),
+    "truncated .safetensors": ("w.safetensors", lambda p: p.write_bytes(_safetensors(p).read_bytes()[:-8])),
+    "truncated torch zip": ("w.pt", lambda p: p.write_bytes(_torch_zip(p).read_bytes()[:300])),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_CHECKPOINTS))
+def test_damaged_openclip_checkpoint_is_named(tmp_path, case):
+    fname, damage = DAMAGED_CHECKPOINTS[case]
+    path = tmp_path / fname
+    damage(path)
+    for attempt in (lambda: load_encoder("openclip:ViT-B-32", pretrained=str(path), device="cpu"),
+                    lambda: E.check_weights("openclip:ViT-B-32", str(path))):
+        with pytest.raises(ValueError) as err: attempt()
+        msg = str(err.value)
+        assert str(path) in msg and "damaged" in msg and "pretrained=None" in msg, msg
+        assert "weights_only" not in msg and "allow_pickle" not in msg, "never advise an unsafe load"
+        assert not isinstance(err.value, WeightsUnavailableError)
+
+
+def test_folder_as_openclip_checkpoint_is_the_wrong_kind(tmp_path):
+    for attempt in (lambda: load_encoder("openclip:ViT-B-32", pretrained=str(tmp_path), device="cpu"),
+                    lambda: E.check_weights("openclip:ViT-B-32", tmp_path)):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path))} is a folder.*one checkpoint file"): attempt()
+
+
+def test_empty_st_folder_is_named(tmp_path):
+    for attempt in (lambda: load_encoder("st:x", pretrained=str(tmp_path), device="cpu"), lambda: E.check_weights("st:x", str(tmp_path)),
+                    lambda: load_encoder(f"st:{tmp_path}", device="cpu")):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path))} .*has neither modules.json nor config.json"): attempt()
+
+
+def test_hf_folder_without_config_is_named(tmp_path):
+    _safetensors(tmp_path / "model.safetensors")
+    for attempt in (lambda: load_encoder("hf:x", pretrained=str(tmp_path), device="cpu"), lambda: E.check_weights("hf:x", str(tmp_path)),
+                    lambda: load_encoder(f"hf:{tmp_path}", pretrained=None, device="cpu")):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path))} .*has no config.json"): attempt()
+
+
+def test_file_where_a_folder_is_wanted(tmp_path):
+    f = _torch_zip(tmp_path / "pytorch_model.bin")
+    for prefix in ("hf", "st"):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(f))} is a file.*{prefix}: wants a folder"):
+            load_encoder(f"{prefix}:x", pretrained=str(f), device="cpu")
+        with pytest.raises(ValueError, match=rf"{re.escape(str(f))} is a file"): E.check_weights(f"{prefix}:x", str(f))
+
+
+def test_damaged_weights_in_an_st_folder(tmp_path):
+    "A copy of the packaged MiniLM with its weights file overwritten: named, before sentence-transformers reads it."
+    src = E.packaged_minilm()
+    dst = tmp_path / "minilm"; shutil.copytree(src, dst)
+    weights = next(p for p in dst.rglob("*") if p.suffix in (".safetensors", ".bin"))
+    weights.write_bytes(_noise())
+    for attempt in (lambda: load_encoder("st:x", pretrained=str(dst), device="cpu"), lambda: E.check_weights(f"st:{dst}", True)):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(weights))} .*is damaged"): attempt()
+
+
+# --- check_weights: the pre-flight check, no model loaded -------------------------------------------------------------
+
+def test_check_weights_accepts_what_load_encoder_loads_without_loading(tmp_path, monkeypatch):
+    import open_clip, transformers, sentence_transformers
+    def no(*a, **k): raise AssertionError("check_weights must not load a model")
+    for mod, attr in [(open_clip, "create_model"), (transformers.AutoModel, "from_pretrained"), (transformers.AutoModel, "from_config"),
+                      (transformers.AutoConfig, "from_pretrained"), (sentence_transformers, "SentenceTransformer")]:
+        monkeypatch.setattr(mod, attr, no)
+    ok = [("openclip:ViT-B-32", None), ("openclip:ViT-B-32", False), ("openclip:ViT-B-32", True), ("openclip:ViT-B-32", "default"),
+          ("openclip:ViT-B-32", "openai"), ("openclip:RN50", "yfcc15m"),                      # published weights not in the cache: not an error here
+          ("openclip:ViT-B-32", str(_torch_zip(tmp_path / "w.pt"))), ("openclip:ViT-B-32", _safetensors(tmp_path / "w.safetensors")),
+          ("hf:facebook/dinov2-base", None), ("hf:facebook/dinov2-base", True), ("hf:facebook/dinov2-base", "default"),
+          (f"hf:{E.packaged_minilm()}", True), ("hf:x", str(E.packaged_minilm())),
+          ("st:all-MiniLM-L6-v2", True), ("st:all-MiniLM-L6-v2", None), ("st:sentence-transformers/all-mpnet-base-v2", True),
+          ("st:x", str(E.packaged_minilm()))]
+    t0 = time.perf_counter()
+    for name, pretrained in ok: assert E.check_weights(name, pretrained) is None, (name, pretrained)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_check_weights_refuses_what_load_encoder_would_refuse(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown encoder 'clip:ViT-B-32'.*openclip:<arch>"): E.check_weights("clip:ViT-B-32")
+    with pytest.raises(ValueError, match="unknown encoder"): E.check_weights("")
+    with pytest.raises(ValueError, match="unknown open_clip architecture 'ViT-B-99'"): E.check_weights("openclip:ViT-B-99")
+    with pytest.raises(ValueError, match=r"openclip:ViT-B-32 has no pretrained tag 'opneai'; tags: .*'openai'"):
+        E.check_weights("openclip:ViT-B-32", "opneai")
+    for name in ("openclip:ViT-B-32", "hf:x", "st:x"):
+        with pytest.raises(FileNotFoundError, match=r"/no/such/w\.pt.*does not exist"): E.check_weights(name, "/no/such/w.pt")
+    for name in ("hf:/no/such/dir", "st:/no/such/dir", "hf:./no_such_dir"):
+        with pytest.raises(FileNotFoundError, match="does not exist"): E.check_weights(name, True)
+    with pytest.raises(FileNotFoundError, match="does not exist"): load_encoder("hf:/no/such/dir", device="cpu")
+
+
+# --- read-only caches: serve every valid entry, say clearly what cannot be recomputed into them -----------------------
+
+def test_read_only_cache_with_a_damaged_entry_names_it(tmp_path, monkeypatch):
+    if os.geteuid() == 0: _mkstemp_honouring_mode_bits(monkeypatch)
+    fn = Counting()
+    enc = as_encoder(fn, name="counting", weights="v1")
+    ro = tmp_path / "shared"
+    embed(enc, CAPTIONS, cache_dir=ro, progress=False)
+    good = embed(enc, CAPTIONS[:2], cache_dir=ro, progress=False)
+    path = cache_path(enc, CAPTIONS, ro)
+    _corrupt_truncate(path)
+    damaged = path.read_bytes()
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError) as err:
+            embed(enc, CAPTIONS, cache_dir=ro, progress=False)
+        msg = str(err.value)
+        assert f"cache_dir {ro} is not writable" in msg and path.name in msg and "unreadable" in msg, msg
+        assert "cannot be recomputed into it" in msg and "make it writable" in msg and "another cache_dir" in msg, msg
+        assert fn.calls == 6 and path.read_bytes() == damaged, "no work done and the damaged file left as it is"
+        with warnings.catch_warnings():                       # every valid entry is still served, silently
+            warnings.simplefilter("error")
+            np.testing.assert_array_equal(embed(enc, CAPTIONS[:2], cache_dir=ro, progress=False), good)
+        assert fn.calls == 6
+    finally:
+        ro.chmod(0o755)
+
+
+def test_check_cache_dir_accepts_an_existing_read_only_folder(tmp_path, monkeypatch):
+    "check_cache_dir is the up-front check of a run: a read-only cache may hold everything the run needs, so it is not refused."
+    if os.geteuid() == 0: _mkstemp_honouring_mode_bits(monkeypatch)
+    ro = tmp_path / "shared"; ro.mkdir(); ro.chmod(0o555)
+    try:
+        assert E.check_cache_dir(ro) == ro and E.check_cache_dir(str(ro)) == ro
+        with pytest.raises(PermissionError, match=rf"cache_dir {re.escape(str(ro))} is not writable"): E.check_cache_dir(ro, write=True)
+        with pytest.raises(PermissionError, match=rf"cannot write the cache file {re.escape(str(ro / 'x.npz'))}: .*not writable"):
+            E.write_cache(ro / "x.npz", np.zeros((2, 3), np.float32), "k", {})
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+    fresh = tmp_path / "new" / "cache"
+    assert E.check_cache_dir(fresh) == fresh and fresh.is_dir() and list(fresh.iterdir()) == []
+
+
+def _open_fds() -> int: return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+@pytest.mark.parametrize("content", [b"", b"not a zip file at all", b"PK\x03\x04" + bytes(100), "truncated"],
+                         ids=["empty", "not-a-zip", "zip-magic-only", "truncated"])
+def test_read_cache_closes_a_damaged_file(tmp_path, content):
+    path = tmp_path / "x.npz"
+    if content == "truncated":
+        E.write_cache(path, np.ones((4, 3), np.float32), "k", {}); content = path.read_bytes()[:200]
+    path.write_bytes(content)
+    import gc
+    gc.collect()
+    before = _open_fds()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        arr, why = read_cache(path, "k", 4)
+        assert _open_fds() == before, "the damaged file must be closed when read_cache returns"
+        gc.collect()
+    assert arr is None and why.startswith("unreadable") and "allow_pickle" not in why, why
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], [str(w.message) for w in caught]
+
+
+# --- the page's papermill parameters are checked before any work ------------------------------------------------------
+
+PAGE = Path(__file__).resolve().parents[1] / "nbs" / "02_encoders.ipynb"
+
+
+@pytest.mark.parametrize("param,value,message", [("n_demo_images", 0, "n_demo_images must be >= 1, got 0")])
+def test_page_refuses_a_bad_parameter_before_any_work(tmp_path, param, value, message):
+    "End to end through papermill (about 20 s: a kernel and the imports); the page's hidden cell tests every parameter's check."
+    import papermill as pm
+    out = tmp_path / "out.ipynb"
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(PAGE), str(out), parameters={param: value, "output_dir": str(tmp_path / "out"),
+                                                             "cache_dir": str(tmp_path / "cache")},
+                            cwd=str(PAGE.parent), progress_bar=False, kernel_name="python3")
+    assert message in str(err.value), str(err.value)[-2000:]
+    import json
+    cells = json.loads(out.read_text())["cells"]
+    ran = [c for c in cells if c["cell_type"] == "code" and c.get("execution_count")]
+    assert "parameters" in ran[-2]["metadata"].get("tags", []) or "injected-parameters" in ran[-2]["metadata"].get("tags", []), \
+        "the check must be the cell right after the parameters"
+    assert not (tmp_path / "cache").exists(), "nothing done before the check"
+
+
+def test_damaged_published_checkpoint_in_the_hub_cache_is_named(tmp_path, monkeypatch):
+    "A published tag whose downloaded file is damaged: named, with what to do, and no torch advice to load it unsafely."
+    bad = tmp_path / "open_clip_model.safetensors"; bad.write_bytes(_noise())
+    monkeypatch.setattr(E, "_openclip_checkpoint_from_cache", lambda cfg: str(bad))
+    for attempt in (lambda: load_encoder("openclip:ViT-B-32", device="cpu"), lambda: E.check_weights("openclip:ViT-B-32", True)):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(bad))} \(weights for openclip:ViT-B-32 \(openai\)\) is damaged.*"
+                                             r"remove it from the Hugging Face cache"): attempt()

@@ -239,3 +239,176 @@ def test_probes_leave_a_near_dead_dimension_unscaled():
     assert with_dead.weight[-1].abs().max() < 1e-3 * with_dead.weight.abs().max()      # was about 1e8 times the others
     acc = lambda p, t: p.accuracy(t.emb[split[1]], t.values[split[1]])
     assert acc(with_dead, tables[1]) == pytest.approx(acc(plain, tables[0]), abs=1e-9)
+
+
+# --- runs that fail, read-only caches, parameters, duplicates, degenerate input ---------------------------------------------
+
+class _Words:
+    "A bag of words as an encoder (module-level, so the cache keys it by name); counts its calls, and fails when told to."
+    def __init__(self, fail: str | None = None): self.calls, self.fail = 0, fail
+    def __call__(self, texts):
+        self.calls += 1
+        if self.fail: raise RuntimeError(self.fail)
+        return _bag_of_words(texts)
+
+
+def _toy_encoders(monkeypatch, encoders: dict, preflight=lambda name, pretrained=None: None):
+    "Make `run_geometry` load `encoders[name]` for `st:<name>` (no model is downloaded) and pre-check weights with `preflight`."
+    import binding_nb.runs as R
+    loaded = []
+    def load(name, pretrained=None, modality=None, device="auto"):
+        loaded.append(name)
+        fn = encoders[name.split(":", 1)[1]]
+        if isinstance(fn, Exception): raise fn
+        return as_encoder(fn, name=name, modality="text", weights=str(pretrained))
+    monkeypatch.setattr(R, "load_encoder", load)
+    monkeypatch.setattr(R, "check_weights", preflight, raising=False)
+    return loaded
+
+
+def test_a_failed_run_keeps_the_finished_ones(tmp_path, monkeypatch):
+    "A run that fails while embedding or loading is 'failed' with its reason; the runs before it are saved as they finish, the later ones go on."
+    out = tmp_path / "out"
+    seen_before_failure = []
+    class Damaged(_Words):
+        def __call__(self, texts):
+            seen_before_failure.append(pd.read_csv(out / "geometry_runs.csv").run.tolist())
+            raise RuntimeError("the checkpoint is damaged")
+    encs = dict(good=_Words(), damaged=Damaged(), missing=ValueError("no such tag 'opneai'"), after=_Words())
+    _toy_encoders(monkeypatch, encs)
+    runs = [RunSpec("text:3", f"st:{e}") for e in encs]
+    with pytest.warns(UserWarning, match=r"2 of 4 runs failed.*st:damaged.*st:missing"):
+        status, reports = run_geometry(runs, device="cpu", progress=False, output_dir=out, ks=[0, 1])
+    assert status.status.tolist() == ["ok", "failed", "failed", "ok"]
+    assert "the checkpoint is damaged" in status.reason[1] and "no such tag 'opneai'" in status.reason[2]
+    assert set(reports) == {runs[0].name, runs[3].name}
+    assert seen_before_failure == [[runs[0].name]]                           # the first run was on disk before the second began
+    saved = pd.read_csv(out / "geometry_runs.csv")
+    assert saved.status.tolist() == status.status.tolist() and saved.reason[1] == status.reason[1]
+    assert pd.read_csv(out / "key_numbers.csv").run.tolist() == [runs[0].name, runs[3].name]
+    assert sorted(pd.read_csv(out / "table2_reconstruction.csv").run.unique()) == sorted([runs[0].name, runs[3].name])
+
+
+def test_a_failed_measurement_keeps_the_others(tmp_path, monkeypatch):
+    import binding_nb.runs as R
+    _toy_encoders(monkeypatch, dict(good=_Words(), other=_Words()))
+    real = R.geometry_report
+    def report(emb, data, **kw):
+        if len(data) == 16 + 4: raise FloatingPointError("the probes diverged")
+        return real(emb, data, **kw)
+    monkeypatch.setattr(R, "geometry_report", report)
+    runs = [RunSpec("text:2", "st:good"), RunSpec("text:3", "st:other")]
+    with pytest.warns(UserWarning, match="1 of 2 runs failed"):
+        status, reports = run_geometry(runs, device="cpu", progress=False, output_dir=tmp_path, ks=[0, 1])
+    assert status.status.tolist() == ["failed", "ok"] and "the probes diverged" in status.reason[0]
+    assert pd.read_csv(tmp_path / "key_numbers.csv").run.tolist() == [runs[1].name]
+
+
+def test_every_run_is_checked_before_the_first(monkeypatch):
+    "A weights tag or path that cannot work stops the list before the first run is loaded."
+    def preflight(name, pretrained=None):
+        if pretrained == "opneai": raise ValueError(f"{name} has no pretrained tag 'opneai'")
+    loaded = _toy_encoders(monkeypatch, dict(good=_Words(), typo=_Words()), preflight)
+    with pytest.raises(ValueError, match="no pretrained tag 'opneai'"):
+        run_geometry([RunSpec("text:3", "st:good"), RunSpec("text:3", "st:typo", "opneai")], device="cpu", progress=False)
+    assert loaded == []
+
+
+def test_weights_typo_refused_before_any_run():
+    "The real pre-flight (no model is loaded): a tag the architecture lacks."
+    import binding_nb.encoders as E
+    if not hasattr(E, "check_weights"): pytest.skip("binding_nb.encoders.check_weights is not there yet")
+    with pytest.raises(ValueError, match="opneai"):
+        run_geometry([RunSpec("text:3", "openclip:ViT-B-32"), RunSpec("text:3", "openclip:ViT-B-32", "opneai")], device="cpu", progress=False)
+
+
+def test_read_only_cache_is_served(tmp_path, monkeypatch):
+    "A cache that already holds every embedding serves them though it cannot be written."
+    import errno, os, tempfile
+    if os.geteuid() == 0:                       # root ignores permission bits: refuse writes as the kernel does for other users
+        real = tempfile.mkstemp
+        def mkstemp(*args, dir=None, **kwargs):
+            if dir is not None and not os.stat(dir).st_mode & 0o200: raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
+            return real(*args, dir=dir, **kwargs)
+        monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    words = _Words()
+    _toy_encoders(monkeypatch, dict(words=words))
+    cache, runs = tmp_path / "cache", [RunSpec("text:3", "st:words")]
+    first, reps = run_geometry(runs, cache, device="cpu", progress=False, ks=[0, 1])
+    calls = words.calls
+    cache.chmod(0o555)
+    try:
+        again, reps2 = run_geometry(runs, cache, device="cpu", progress=False, ks=[0, 1])
+    finally:
+        cache.chmod(0o755)
+    assert again.status.tolist() == ["ok"] and words.calls == calls       # read back, nothing embedded
+    assert reps2[runs[0].name].key_numbers() == pytest.approx(reps[runs[0].name].key_numbers(), nan_ok=True)
+
+
+def test_identical_scenes_stay_on_one_side_of_the_probe_split():
+    "Two copies of every scene: a copy in the training scenes must not lift held-out accuracy, so both copies fall on one side."
+    doubled = np.concatenate([GRID[:576], GRID[:576], GRID[576:]])
+    emb = toy_embeddings(SPACE, doubled, "objects")
+    table = scene_table(emb, (doubled, SPACE))
+    train, test = probe_split(table.n, 0.4, 0, groups=table.keys(ordered=True))
+    assert not np.isin(table.keys(ordered=True)[test], table.keys(ordered=True)[train]).any()
+    assert (len(train), len(test)) == (2 * 230, 2 * 346)
+    np.testing.assert_array_equal(probe_split(576, 0.4, 0, groups=np.arange(576))[0], probe_split(576, 0.4, 0)[0])   # unique: as before
+    rep = geometry_report(emb, (doubled, SPACE), sections=[], device="cpu")
+    assert rep.probes.set_index("scenes").n.to_dict() == {"train": 460, "held-out": 692}
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), estimators=[]), "estimators must name at least one"),
+    (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), sections="editing"), "sections must be a list of names"),
+    (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), estimators="avg"), "estimators must be a list of names"),
+    (lambda: geometry_report(np.zeros((600, 0)), (GRID, SPACE)), "embeddings have no dimensions"),
+    (lambda: geometry_report(np.r_[np.ones((599, 4)), [[0, -1e39, 0, 0]]], (GRID, SPACE)), "-1e+39 in scene 599"),
+    (lambda: toy_embeddings(SPACE, GRID, "global_product", rank=0), "rank must be >= 1"),
+    (lambda: toy_embeddings(SPACE, GRID, "objects", noise=float("nan")), "noise must be a finite number"),
+    (lambda: toy_embeddings(SPACE, GRID, "objects", dim=0), "dim must be >= 1"),
+    (lambda: dataset_by_name("text:3", n_pairs=100_000), "n_pairs=100,000 is more than the 81"),
+])
+def test_degenerate_input(bad, message):
+    with pytest.raises((ValueError, TypeError)) as e: bad()
+    assert message in str(e.value)
+
+
+def test_constant_embeddings_have_nothing_to_attribute():
+    "No variance: every share of it is undefined (NaN), said once, and the report is made."
+    with pytest.warns(UserWarning, match="constant"):
+        rep = geometry_report(np.ones((600, 4)), (GRID, SPACE), device="cpu", ks=[0, 1])
+    assert rep.attribution.set_index("variant").removed_energy.drop("none removed").isna().all() and rep.reconstruction.r2.isna().all()
+
+
+def _failing_cell(path: Path) -> tuple[int, int]:
+    "Index of the cell that raised in a papermill output notebook, and of the first cell of the page's first section."
+    cells = json.loads(path.read_text())["cells"]
+    failed = next(i for i, c in enumerate(cells) if any(o.get("output_type") == "error" for o in c.get("outputs", [])))
+    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Scenes"))
+    return failed, first
+
+
+def test_page_checks_every_parameter_first(tmp_path):
+    "A bad parameter stops the page in the cell after its parameters, before the page computes anything."
+    r = papermill(tmp_path, "-p", "seed", "-1", "-p", "output_dir", str(tmp_path / "results"), "-p", "cache_dir", str(tmp_path / "cache"), check=False)
+    assert r.returncode != 0 and "seed must be >= 0" in r.stderr + r.stdout
+    failed, first = _failing_cell(tmp_path / "out.ipynb")
+    assert failed < first
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(threads=2.5), "threads must be a whole number"),
+    (dict(dataset="text:4"), "dataset applies only to one run"),
+    (dict(train_fraction=1.5), "train_fraction must be in (0, 1)"),
+    (dict(ks='["strong"]'), "ks[0] must be a finite number"),
+    (dict(clip_weights="opneai"), "has no pretrained tag 'opneai'"),
+])
+def test_every_parameter_is_checked_in_the_check_cell(tmp_path, params, message):
+    "The other cases, run as papermill runs the page through its check cell, without a kernel."
+    from conftest import run_parameter_check
+    with pytest.raises((ValueError, TypeError)) as e:
+        run_parameter_check(NB, output_dir=str(tmp_path / "results"), cache_dir=str(tmp_path / "cache"), **params)
+    assert message in str(e.value), str(e.value)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()

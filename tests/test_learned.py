@@ -3,6 +3,7 @@ import json, subprocess, sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -52,6 +53,20 @@ def test_a_failed_fit_loses_nothing_and_resumes(tmp_path, monkeypatch):
     assert calls == ["additive", "global_product", "global_product", "mlp"] and sorted(rows.family) == ["additive", "global_product", "mlp"]
 
 
+def test_a_hand_edited_or_repeated_row_is_set_aside(tmp_path):
+    "A row whose settings no longer match its cell key, and a repeated row, are set aside (the file kept) with a warning; the good row stands."
+    lb = known_binding(ConceptSpace([8, 8]), "bag", rank=16)
+    cells = [Cell("additive", 8, 1e-2)]
+    first = fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    path = LEARNED_RESULTS.path(tmp_path)
+    table = LEARNED_RESULTS.read(path)
+    LEARNED_RESULTS.write(pd.concat([table.assign(coverage=0.7), table, table], ignore_index=True), path)   # a copy edited, one repeated
+    with pytest.warns(UserWarning, match=r"line 2: a coverage other than the one its cell key was made for; line 4: a repeat of line 3"):
+        again = fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    assert len(again) == 1 and again.coverage.tolist() == [0.5] and len(list(tmp_path.glob("learned_results.csv.bad-*"))) == 1
+    pd.testing.assert_frame_equal(again, first)                                                  # the untouched row stands
+
+
 def _papermill(tmp_path, *params, timeout=600):
     cmd = [sys.executable, "-m", "papermill", str(NB), str(tmp_path / "out.ipynb"), "--cwd", str(NB.parent), *params]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -86,3 +101,18 @@ def test_one_study_by_papermill(tmp_path):
     assert "Traceback" not in json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
     assert _papermill(tmp_path, *params, timeout=900).returncode == 0
     assert len(LEARNED_RESULTS.read(out / "learned_results.csv")) == 4
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(lr=0), "lr must be in (0, inf), got 0"),
+    (dict(threads=2.5), "threads must be a whole number, got 2.5"),
+    (dict(widths='[32, "a"]'), "widths[1] must be a whole number"),
+    (dict(rank=0), "rank must be >= 1"),
+    (dict(architectures="[]", model_dirs="[]"), "no model to study"),
+])
+def test_every_parameter_is_checked_in_process(tmp_path, params, message):
+    "The cheap cases of the parameter check, run as papermill would run it, without a kernel: refused before anything is written."
+    from conftest import run_parameter_check
+    with pytest.raises((ValueError, TypeError)) as e: run_parameter_check(NB, output_dir=str(tmp_path / "out"), **params)
+    assert message in str(e.value), str(e.value)
+    assert not (tmp_path / "out").exists()

@@ -59,12 +59,23 @@ class Probes:
         return dict(concept=float(c["concept"].mean()), concept_per_head=float(c["heads"].mean()), object=float(c["object"].mean()))
 
 # %% ../../nbs/03_geometry.ipynb #b2f67be3
-def probe_split(n: int, train_fraction: float = 0.4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    "A seeded split of `n` scenes: sorted train and test indices (`round(train_fraction * n)` train, at least one of each)."
+def probe_split(n: int, train_fraction: float = 0.4, seed: int = 0, groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    "A seeded split of `n` scenes into sorted train and test indices; scenes with one `groups` label (e.g. identical scenes) fall on one side."
     if not 0 < train_fraction < 1: raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
-    perm = np.random.default_rng(seed).permutation(n)
-    k = min(max(1, round(train_fraction * n)), n - 1)
-    return np.sort(perm[:k]), np.sort(perm[k:])
+    gid = np.arange(n) if groups is None else _first_seen(groups, n)
+    g = int(gid.max()) + 1 if n else 0
+    if g < 2: raise ValueError(f"a split needs at least two distinct scenes, got {g}")
+    perm = np.random.default_rng(seed).permutation(g)
+    k = min(max(1, round(train_fraction * g)), g - 1)
+    train = np.isin(gid, perm[:k])
+    return np.flatnonzero(train), np.flatnonzero(~train)
+
+def _first_seen(groups, n: int) -> np.ndarray:
+    "Group numbers in order of first occurrence (distinct labels: `arange(n)`, the split without groups)."
+    groups = np.asarray(groups)
+    if len(groups) != n: raise ValueError(f"groups must label each of the {n} scenes, got {len(groups)} labels")
+    _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[inverse.ravel()]
 
 # %% ../../nbs/03_geometry.ipynb #38e33c8c
 DEAD_DIMENSION = 1e-6   # a dimension with less spread than this share of the widest is not scaled

@@ -8,6 +8,7 @@ __all__ = ['SECTIONS', 'table_value', 'GeometryReport', 'report_settings', 'geom
 # %% ../../nbs/03_geometry.ipynb #a51b883d
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +22,7 @@ from .tables import (
     ATTRIBUTION_VARIANTS, attribution_table, concept_index, concepts_vs_objects_table, edit_cases, editing_table, estimator_table,
     mds_points, plot_editing, plot_mds, reconstruction_table)
 from ..scenes import bag_of_concepts_accuracy
-from ..utils import resolve_device, save_figure, whole_number, writable_folder
+from ..utils import name_list, number_in, resolve_device, save_figure, whole_number, writable_folder
 
 # %% ../../nbs/03_geometry.ipynb #4c169d03
 SECTIONS = ("estimators", "reconstruction", "concepts_vs_objects", "editing", "attribution")
@@ -106,26 +107,32 @@ class GeometryReport:
 def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concept=0, ks=(0, 0.5, 1, 1.5, 2), targets_per_slot=1,
                      train_fraction=0.4, max_probe_scenes=8192, max_queries=1024, probe_l2=1e-3, probe_iters=100, seed=0) -> dict:
     "The settings of a report, checked: a clear error for any that cannot work, before anything is computed."
+    sections, estimators = name_list(sections, "sections"), name_list(estimators, "estimators")
     for s in sections: check_choice(s, SECTIONS, "section")
     for e in estimators: check_choice(e, ESTIMATORS, "estimator")
+    if not estimators: raise ValueError(f"estimators must name at least one of {list(ESTIMATORS)}, got an empty list")
     try: ks = [float(k) for k in ks]
     except (TypeError, ValueError): raise ValueError(f"ks must be a list of edit strengths (numbers), got {ks!r}") from None
     if not ks or not np.isfinite(ks).all(): raise ValueError(f"ks must be finite edit strengths, got {ks}")
-    if not 0 < train_fraction < 1: raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+    train_fraction = number_in(train_fraction, "train_fraction", 0, 1, low_open=True, high_open=True)
     if not isinstance(edit_concept, str): whole_number(edit_concept, "edit_concept", low=0)
     opt = lambda v, what: None if v in (None, 0) else whole_number(v, what, low=1)
     return dict(sections=list(sections), estimators=list(estimators), edit_concept=edit_concept, ks=ks,
                 targets_per_slot=opt(targets_per_slot, "targets_per_slot"), train_fraction=float(train_fraction),
                 max_probe_scenes=opt(max_probe_scenes, "max_probe_scenes"), max_queries=opt(max_queries, "max_queries"),
-                probe_l2=float(probe_l2), probe_iters=whole_number(probe_iters, "probe_iters", low=1), seed=whole_number(seed, "seed"))
+                probe_l2=number_in(probe_l2, "probe_l2", low=0), probe_iters=whole_number(probe_iters, "probe_iters", low=1),
+                seed=whole_number(seed, "seed", low=0))
 
 def geometry_report(embeddings, data, n_objects: int | None = None, device="auto", **settings) -> GeometryReport:
     "All of §4 for `embeddings` (one row per scene of `data`): probes and Tables 1-5; `settings` as `report_settings`."
     t0 = time.perf_counter()
     s, dev = report_settings(**settings), resolve_device(device)
     table = scene_table(embeddings, data, n_objects)
+    if not np.ptp(table.emb, 0).any():
+        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² and removed energy is NaN); "
+                      f"check the encoder", stacklevel=2)
     s["edit_concept"] = concept_index(table.space, s["edit_concept"])
-    train, test = probe_split(table.n, s["train_fraction"], s["seed"])
+    train, test = probe_split(table.n, s["train_fraction"], s["seed"], groups=table.keys(ordered=True))
     probes = fit_probes(table, train, test, s["probe_l2"], s["probe_iters"], s["max_probe_scenes"], s["seed"], dev)
     acc = pd.DataFrame([dict(scenes=name, n=len(rows), **probes.accuracy(table.emb[rows], table.values[rows]),
                              bag_of_concepts=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])))

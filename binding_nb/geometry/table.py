@@ -87,10 +87,16 @@ def _as_embeddings(embeddings, n: int) -> np.ndarray:
         raise ValueError(f"embeddings must be a numeric array [n_scenes, dim], got {x.dtype} of shape {x.shape}")
     if len(x) != n:
         raise ValueError(f"got {len(x)} embeddings for {n} scenes: embed the same dataset you pass (one row per scene, in order)")
+    if x.shape[1] == 0: raise ValueError(f"the embeddings have no dimensions (shape {x.shape}): check the encoder's output")
     bad = ~np.isfinite(x).all(1)
     if bad.any():
         raise ValueError(f"{int(bad.sum())} of {n} embeddings hold NaN or inf (the first is scene {int(np.flatnonzero(bad)[0])}); "
                          f"no geometry can be measured on them: check the encoder's output")
+    if x.dtype.kind == "f" and x.dtype.itemsize > 4 and n:                   # would become inf
+        r, j = np.unravel_index(np.argmax(np.abs(x)), x.shape)
+        if abs(x[r, j]) > np.finfo(np.float32).max:
+            raise ValueError(f"embeddings beyond float32's range (±3.4e38), in which all is measured: the largest is {x[r, j]:.3g} in scene {r}, "
+                             f"column {j}; rescale them or check the encoder")
     return x.astype(np.float32, copy=False)
 
 def scene_table(embeddings, data, n_objects: int | None = None, name: str | None = None) -> SceneTable:

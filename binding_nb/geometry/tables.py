@@ -282,7 +282,7 @@ def attribution_table(table: SceneTable, train: np.ndarray, test: np.ndarray, pr
             fit = fit_additive(table, "concept" if variant.startswith("concepts") else "object", positional=True)
             vals = relabel(table, fit.unit, rng) if "permuted" in variant else table.values
             part = fit.predict(vals) - fit.intercept.astype(np.float32)
-            emb, removed, p = table.emb - part, float((part ** 2).sum()) / total, None
+            emb, removed, p = table.emb - part, float((part ** 2).sum()) / total if total > 0 else float("nan"), None
         if p is None: p = fit_probes(table.with_emb(emb), train, test, l2=l2, max_iter=max_iter, max_scenes=max_scenes, seed=seed, device=device)
         acc = p.accuracy(emb[test], table.values[test])
         rows.append(dict(variant=variant, probe_concept=acc["concept"], probe_concept_per_head=acc["concept_per_head"],
