@@ -24,7 +24,8 @@ from .utils import resolve_device, save_figure
 
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir', 'run_identity', 'has_run',
-           'diverged_row', 'run_one', 'sweep_results', 'run_sweep', 'summarize_coverage', 'plot_coverage']
+           'diverged_row', 'run_checkpoint', 'run_one', 'sweep_results', 'run_sweep', 'summarize_coverage',
+           'plot_coverage']
 
 # %% ../nbs/05_coverage.ipynb #45421737
 def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -> list[RunConfig]:
@@ -88,10 +89,14 @@ def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
                 model_key=cfg.model_key(), device=str(resolve_device(cfg.device)), status="diverged")
 
 # %% ../nbs/05_coverage.ipynb #41065243
+def run_checkpoint(output_dir: str | Path, cfg: RunConfig) -> Path:
+    "Where `run_one` keeps the checkpoint of `cfg` in `output_dir` (its lock is the same path + '.lock')."
+    return Path(output_dir) / "checkpoints" / f"{cfg.run_name()}.pt"
+
 def run_one(cfg: RunConfig, output_dir: str | Path, progress: bool = True, bar: tqdm | None = None) -> dict:
     "Train (or resume) one run and add its row to `output_dir/coverage_results.csv`; its row (the recorded one, if there is one)."
     out = Path(output_dir)
-    table, ckpt = COVERAGE_RESULTS.path(out), check_checkpoint_path(out / "checkpoints" / f"{cfg.run_name()}.pt")
+    table, ckpt = COVERAGE_RESULTS.path(out), check_checkpoint_path(run_checkpoint(out, cfg))
     with FileLock(f"{ckpt}.lock"):                                   # one process per run: another waits, then finds the row
         done = COVERAGE_RESULTS.read(table)
         if has_run(done, cfg): return done[COVERAGE_RESULTS.same(done, run_identity(cfg))].iloc[0].to_dict()

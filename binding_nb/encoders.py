@@ -250,8 +250,7 @@ def _weights_file_problem(path: Path) -> str:
         try:
             with zipfile.ZipFile(path) as z: names = z.namelist()
         except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({_safe_reason(e)})"
-        return "" if path.suffix == ".npz" or any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
-    if path.suffix == ".npy": return "" if head.startswith(b"\x93NUMPY") else "it is not a .npy array"
+        return "" if any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5: return ""     # a pickle: torch.save's legacy format
     return "it is neither a zip archive (torch.save) nor a pickle (torch.save's legacy format)"
 
@@ -336,11 +335,10 @@ def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
                             "or pass a local checkpoint file, or pretrained=None for the random-init twin")
     return "tag", (tag, cfg, local)
 
-def _openclip_model(arch: str, pretrained: str | bool | None, seed: int, quick_gelu: bool) -> tuple[Any, str]:
-    "The open_clip model and its `weights` string: the seeded random twin, a local checkpoint, or a pretrained tag."
+def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -> tuple[Any, str]:
+    "The open_clip model of `_openclip_source`'s (`kind`, `source`) and its `weights` string: the seeded random twin, a local checkpoint, or a pretrained tag."
     import open_clip
     name = f"openclip:{arch}"
-    kind, source = _openclip_source(arch, pretrained)
     if kind == "random":
         with quiet_loading(): model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None, force_quick_gelu=quick_gelu))
         return model, f"random-init-seed{seed}"
@@ -361,11 +359,11 @@ def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "opena
                   ) -> Encoder:
     "CLIP image or text tower from `open_clip`; `pretrained=None` gives the seeded random-init twin."
     import open_clip
-    _openclip_source(arch, pretrained)      # the architecture, and any local file, checked before anything is built
+    kind, source = _openclip_source(arch, pretrained)      # the architecture, and any local file, checked before anything is built
     if modality not in ("image", "text"): raise ValueError(f"openclip modality must be 'image' or 'text', got {modality!r}")
     device, name = str(resolve_device(device)), f"openclip:{arch}"
     if quick_gelu is None: quick_gelu = bool((open_clip.get_pretrained_cfg(arch, "openai") or {}).get("quick_gelu", False))
-    model, weights = _openclip_model(arch, pretrained, seed, quick_gelu)
+    model, weights = _openclip_model(arch, kind, source, seed, quick_gelu)
     model = model.eval().to(device)
     dim = int(model.visual.output_dim)
     if modality == "text":
@@ -462,11 +460,9 @@ def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | No
     else:
         try:
             with quiet_loading(): model = AutoModel.from_pretrained(src, local_files_only=offline)
-        except OSError as e:
-            if is_dir: raise _load_failure(Path(src), name, e, _HF_ADVICE) from None
-            raise _weights_error(name, example) from e
         except Exception as e:
             if is_dir: raise _load_failure(Path(src), name, e, _HF_ADVICE) from None
+            if isinstance(e, OSError): raise _weights_error(name, example) from e
             raise
         weights = file_signature(src) if is_dir else f"hf:{ident}@{getattr(config, '_commit_hash', None) or 'unknown'}"
     model, dim = model.eval().to(device), int(getattr(config, "hidden_size", 0)) or None

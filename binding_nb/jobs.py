@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 from submitit.core.utils import JobPaths, pickle_load
 from tqdm import tqdm
 
-from .coverage import COVERAGE_RESULTS, check_output_dir, run_identity, run_one, sweep_configs, sweep_results
+from .coverage import COVERAGE_RESULTS, check_output_dir, run_checkpoint, run_identity, run_one, sweep_configs, sweep_results
 from .train import RunConfig
 from .utils import atomic_file, set_aside, whole_number, writable_folder
 
@@ -102,7 +102,7 @@ def _in_flight(rec: dict) -> bool:
         return _process_alive(rec["job_id"]) and not JobPaths(rec["folder"], rec["job_id"]).result_pickle.exists()
     return not (job or _slurm_job(rec)).done()
 
-def _lock_path(out: Path, cfg: RunConfig) -> Path: return out / "checkpoints" / f"{cfg.run_name()}.pt.lock"   # run_one's
+def _lock_path(out: Path, cfg: RunConfig) -> Path: return Path(f"{run_checkpoint(out, cfg)}.lock")   # the lock run_one trains under
 
 def _lock_held(out: Path, cfg: RunConfig) -> bool:
     "Whether a live process trains the run: holds its checkpoint lock (the system frees the lock of a process that ended)."

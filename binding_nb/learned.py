@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
 from .complexity import Cell, fit_row_checks, holdout_split, select_on_validation, settings_mismatch
-from .coverage import COVERAGE_RESULTS, run_identity, run_one
+from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
 from .encoders import check_cache_dir, file_signature, read_cache, write_cache
 from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
@@ -244,7 +244,7 @@ def architecture_name(cfg: RunConfig) -> str:
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)
-    return TrainedModel(cfg, models_dir / "checkpoints" / f"{cfg.run_name()}.pt", row)
+    return TrainedModel(cfg, run_checkpoint(models_dir, cfg), row)
 
 def train_models(configs: Sequence[RunConfig], models_dir, workers: int = 1, progress: bool = True) -> list[TrainedModel]:
     "Train (or read back) every run of `configs` into `models_dir` (05's layout: coverage_results.csv and checkpoints/); the finished ones."
