@@ -239,8 +239,9 @@ class TrainedModel:
     row: dict
 
 def architecture_name(cfg: RunConfig) -> str:
-    "05's name of a run's architecture: transformer, product-shared or product-independent."
-    return "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
+    "05's name of a run's architecture: transformer, product-shared or product-independent; with a pixel scene tower (07), 'pixels Lk, ' first."
+    name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
+    return name if cfg.inputs == "tokens" else f"pixels L{cfg.level}, {name}"
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)

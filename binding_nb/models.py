@@ -19,12 +19,13 @@ from .tokens import scene_length, SceneBatch, vocab
 from .utils import whole_number
 
 # %% auto #0
-__all__ = ['ARCHITECTURES', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
-           'TransformerBody', 'Tower', 'token_tower', 'make_towers', 'DualEncoder', 'n_parameters', 'ValueCode',
-           'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss', 'forward_flops', 'step_flops']
+__all__ = ['ARCHITECTURES', 'INPUTS', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem',
+           'Block', 'TransformerBody', 'Tower', 'token_tower', 'make_towers', 'DualEncoder', 'n_parameters',
+           'ValueCode', 'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss', 'forward_flops', 'step_flops']
 
 # %% ../nbs/B2_models.ipynb #b8a0ac39
 ARCHITECTURES = ("transformer", "product")
+INPUTS = ("tokens", "pixels")
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -50,6 +51,14 @@ class ModelConfig:
     rank: int = 64                  # product: width r of each value's vectors u and v
     code: str = "shared"            # product: value tables 'shared' by the two towers, or 'independent'
     v_mean: float = 0.0             # product: mean of the v vectors at initialisation (0: zero-mean; 1 starts near-additive)
+    inputs: str = "tokens"          # what the scene tower reads: scene 'tokens', or 'pixels' (rendered squares, App. E; page 07)
+    level: int = 1                  # pixels: 1 clean, 2 speckle noise, 3 speckle noise and overlap
+    image_size: int = 32            # pixels: image side
+    square: int = 10                # pixels: square side (a border of 2 pixels around the fill)
+    noise: float = 0.3              # pixels: speckle strength at levels 2-3
+    patch: int = 4                  # pixels: side of the patch each token reads
+    conv_depth: int = 2             # pixels: convolutions of the stem (the last one cuts the patches)
+    conv_channels: int = 32         # pixels: width of the stem's inner convolutions
 
     def __post_init__(self):
         for name in ("vocab_size", "scene_len", "query_len", "d_model", "n_layers", "n_heads", "d_out"):
@@ -64,6 +73,10 @@ class ModelConfig:
             raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
         if self.code not in ("shared", "independent"): raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)
+        if self.inputs not in INPUTS: raise ValueError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
+        if self.inputs == "pixels":
+            from binding_nb.pixels import check_pixel_config     # the renderer and pixel stem are page 07's
+            check_pixel_config(self)
         if not 0 <= self.logit_scale_init <= self.logit_scale_max:
             raise ValueError(f"need 0 <= logit_scale_init <= logit_scale_max, got {self.logit_scale_init} and {self.logit_scale_max}")
 
@@ -73,6 +86,8 @@ class ModelConfig:
     def n_values(self) -> int: return self.vocab_size - 4       # value tokens come first, then SOO, EOO, EOS, PAD
     @property
     def n_concepts(self) -> int: return self.query_len - 3       # an object query is SOO t(1,c1) .. t(C,cC) EOO EOS
+    @property
+    def max_objects(self) -> int: return (self.scene_len - 1) // (self.n_concepts + 2)   # object blocks of C + 2 tokens, then EOS
 
     @classmethod
     def for_space(cls, space: ConceptSpace, max_objects: int, **arch) -> ModelConfig:
@@ -231,11 +246,16 @@ def token_tower(cfg: ModelConfig, max_len: int) -> Tower:
 
 # %% ../nbs/B2_models.ipynb #2c986908
 def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
-    "The scene and query towers of `cfg`: two transformers (the token embedding shared if asked), or two product towers."
+    """The scene and query towers of `cfg`: two transformers (the token embedding shared if asked), or two product towers.
+    With pixel inputs the scene tower renders its scenes and reads the images (page 07), and the query tower is as it would be."""
+    if cfg.inputs == "pixels":
+        from binding_nb.pixels import pixel_tower
+        return pixel_tower(cfg), product_towers(cfg)[1] if cfg.architecture == "product" else token_tower(cfg, cfg.query_len)
     if cfg.architecture == "product": return product_towers(cfg)
     scene, query = token_tower(cfg, cfg.scene_len), token_tower(cfg, cfg.query_len)
     if cfg.share_embedding: query.stem.tok = scene.stem.tok
     return scene, query
+
 
 # %% ../nbs/B2_models.ipynb #5f97c7b8
 class DualEncoder(nn.Module):

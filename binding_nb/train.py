@@ -27,12 +27,12 @@ from .utils import (CorruptFileError, fingerprint, make_generator, read_verified
                               whole_number, writable_folder, write_verified)
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'RunConfig', 'check_config',
-           'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'evaluate',
-           'swap_breakdown', 'build_model', 'warmup_linear_decay', 'make_optimizer', 'concept_weight_at', 'train_step',
-           'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best', 'save_checkpoint', 'read_checkpoint',
-           'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model', 'TrainingDiverged', 'fit', 'result_row',
-           'setup_run', 'train_run']
+__all__ = ['PIXEL_SETTINGS', 'MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'RunConfig',
+           'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
+           'evaluate', 'swap_breakdown', 'build_model', 'warmup_linear_decay', 'make_optimizer', 'concept_weight_at',
+           'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best', 'save_checkpoint',
+           'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model', 'TrainingDiverged',
+           'fit', 'result_row', 'setup_run', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -84,6 +84,15 @@ class RunConfig:
     rank: int = 64                # product: width of each value's vectors u and v
     code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
     v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
+    # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
+    inputs: str = "tokens"        # 'tokens' or 'pixels'
+    level: int = 1                # pixels: 1 clean, 2 speckle noise, 3 speckle noise and overlap
+    image_size: int = 32          # pixels: image side
+    square: int = 10              # pixels: square side
+    noise: float = 0.3            # pixels: speckle strength at levels 2-3
+    patch: int = 4                # pixels: patch side of the stem's tokens
+    conv_depth: int = 2           # pixels: convolutions in the stem
+    conv_channels: int = 32       # pixels: width of the stem's inner convolutions
     # how to run, not what: left out of model_key
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
@@ -105,20 +114,25 @@ class RunConfig:
                                      positional=self.positional, embed_std=self.embed_std, ffn_width=self.ffn_width,
                                      final_norm=self.final_norm, init=self.init, logit_scale_init=self.logit_scale_init,
                                      logit_scale_max=self.logit_scale_max, architecture=self.architecture,
-                                     share_embedding=self.share_embedding, rank=self.rank, code=self.code, v_mean=self.v_mean)
+                                     share_embedding=self.share_embedding, rank=self.rank, code=self.code, v_mean=self.v_mean,
+                                     inputs=self.inputs, level=self.level, image_size=self.image_size, square=self.square,
+                                     noise=self.noise, patch=self.patch, conv_depth=self.conv_depth, conv_channels=self.conv_channels)
     def model_key(self) -> str:
         "A short hash of what defines the run but coverage and seed: runs with the same key are comparable."
         default = RunConfig()
         d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY
-             and not (k in _ADDED_LATER and v == getattr(default, k))}     # later settings at their defaults: keys stay as they were
+             and not (k in _ADDED_LATER and v == getattr(default, k))       # later settings at their defaults: keys stay as they were
+             and not (k in PIXEL_SETTINGS and self.inputs == "tokens")}     # what only pixels use does not tell token runs apart
         return fingerprint(d, length=10, algorithm="sha1")   # sha1: the keys of results tables written so far
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
 
+PIXEL_SETTINGS = ("level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")   # read only with inputs='pixels'
 _NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
 _ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit_scale_max", "concept_queries", "swaps_per_scene",
                 "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at",
-                "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast")
+                "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast",
+                "inputs", "level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")
 
 # %% ../nbs/B4_training.ipynb #e9620c54
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate

@@ -6,6 +6,8 @@ Runs, all evaluated exhaustively on held-out objects, in this order of priority:
   (b) the same scale in our recipe;
   (d) (b) with one token embedding shared by the two towers (the change that lets the product encoders generalise, in
       its transformer form);
+  (e) App. E: (b) with a pixel scene tower (page 07) reading level-3 images (speckle noise, overlapping squares), eight layers
+      deep as in the paper; the query tower stays symbolic;
   (c) coverage points of Fig. 6 at C=2, V=50, at that scale, in the recipe of --c-recipe, as many as still fit.
 It first measures the steps/s of each configuration (a few seconds each), then gives each run the number of steps that fits
 its share of --budget (at most the documented 50,000), and records how many steps each one ran.
@@ -28,7 +30,8 @@ from binding_nb.train import GPU_SCALE, RunConfig, setup_run, train_run, train_s
 from binding_nb.utils import resolve_device
 
 TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
-SHARES = {"a": 0.28, "b": 0.28, "d": 0.2, "c": 0.24}
+TINY_PIXELS = dict(image_size=16, square=6)      # 16 patch tokens: a rehearsal's pixel run fits its few seconds
+SHARES = {"a": 0.25, "b": 0.25, "d": 0.17, "e": 0.13, "c": 0.2}
 
 
 def planned_runs(args) -> list[tuple[str, RunConfig]]:
@@ -38,7 +41,8 @@ def planned_runs(args) -> list[tuple[str, RunConfig]]:
     base = RunConfig(C=2, max_objects=2, device=args.device, log_every=200, **scale)
     runs = [("a", with_recipe(dataclasses.replace(base, V=v_small, coverage=0.8), "authors")),
             ("b", dataclasses.replace(base, V=v_small, coverage=0.8)),
-            ("d", dataclasses.replace(base, V=v_small, coverage=0.8, share_embedding=True))]
+            ("d", dataclasses.replace(base, V=v_small, coverage=0.8, share_embedding=True)),
+            ("e", dataclasses.replace(base, V=v_small, coverage=0.8, inputs="pixels", level=3, **TINY_PIXELS if args.tiny else dict(n_layers=8)))]
     runs += [("c", with_recipe(dataclasses.replace(base, V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
     return runs
 
@@ -74,11 +78,11 @@ def plot(rows: pd.DataFrame, out: Path) -> None:
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    ab = rows[rows.run.isin(["a", "b", "d"])]
+    ab = rows[rows.run.isin(["a", "b", "d", "e"])]
     x = range(len(ab))
     ax1.bar([i - 0.2 for i in x], ab.object_acc, 0.4, label="object recognition", color="C3")
     ax1.bar([i + 0.2 for i in x], ab.bag_of_concepts_acc, 0.4, label="bag-of-concepts baseline", color="0.6")
-    ax1.set(xticks=list(x), xticklabels=[f"({r.run}) {r.recipe}{', shared emb.' if r.shared_embedding else ''}\n{r.steps:,} steps" for r in ab.itertuples()], ylim=(0, 1),
+    ax1.set(xticks=list(x), xticklabels=[f"({r.run}) {r.recipe}{', shared emb.' if r.shared_embedding else ''}{', pixels' if r.inputs == 'pixels' else ''}\n{r.steps:,} steps" for r in ab.itertuples()], ylim=(0, 1),
             title="V=20, coverage 0.8, held-out objects")
     ax1.legend(fontsize=7)
     c = rows[rows.run == "c"].sort_values("coverage")
@@ -127,7 +131,8 @@ def main() -> None:
         row = train_run(run, checkpoint=None, progress=False)
         wall = time.perf_counter() - t0
         recipe = "authors" if run.init == "xavier" else "ours"
-        rows.append(dict(run=label, recipe=recipe, shared_embedding=run.share_embedding, **row, wall_s=round(wall, 1),
+        rows.append(dict(run=label, recipe=recipe, shared_embedding=run.share_embedding, inputs=run.inputs,
+                         level=run.level if run.inputs == "pixels" else None, **row, wall_s=round(wall, 1),
                          documented_steps=cfg.steps))
         timing["runs"].append(dict(run=label, recipe=recipe, V=run.V, coverage=run.coverage, steps_planned=steps,
                                    steps_run=run.steps, wall_s=round(wall, 1), steps_per_s=round(run.steps / wall, 2)))

@@ -99,15 +99,16 @@ def test_padded_layout_trains_like_packed():
 
 
 def test_device_script_rehearsal(tmp_path):
-    "The prepared GPU script, shrunk (--tiny) and run on the CPU: every run of (a), (b) and (c) ends in the CSV, with its timing."
+    "The prepared GPU script, shrunk (--tiny) and run on the CPU: every run of (a), (b), (d), (e) and (c) ends in the CSV, with its timing."
     out = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "gpu_coverage_run.py"), "--out", str(tmp_path),
                           "--budget", "45", "--device", "cpu", "--tiny", "--coverages", "0.9", "0.5", "--measure-seconds", "1"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     import json, pandas as pd
     rows = pd.read_csv(tmp_path / "gpu_runs.csv")
-    assert rows.run.tolist() == ["a", "b", "d", "c", "c"] and rows.recipe.tolist()[:3] == ["authors", "ours", "ours"]
-    assert rows.shared_embedding.tolist() == [False, False, True, False, False]
+    assert rows.run.tolist() == ["a", "b", "d", "e", "c", "c"] and rows.recipe.tolist()[:3] == ["authors", "ours", "ours"]
+    assert rows.shared_embedding.tolist() == [False, False, True, False, False, False]
+    assert rows.inputs.tolist() == ["tokens"] * 3 + ["pixels"] + ["tokens"] * 2 and rows.level.iloc[3] == 3
     assert rows[["object_acc", "bag_of_concepts_acc", "object_acc_seen_swap", "seen_swap_frac"]].notna().all().all()
     timing = json.loads((tmp_path / "gpu_timing.json").read_text())
     assert timing["total_s"] <= 45 + 15 and all("steps_run" in r for r in timing["runs"])
