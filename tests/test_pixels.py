@@ -107,13 +107,15 @@ def test_page_checks_its_parameters_first_under_papermill(tmp_path):
 
 @pytest.mark.slow
 def test_small_pixel_study_by_papermill(tmp_path):
-    "Two levels and the token transformer, small, from an empty folder: every table and figure; a rerun trains and fits nothing."
+    "Two levels and the token transformer at two coverages (Fig. 6's panels), small, from an empty folder: every table and figure; a rerun trains and fits nothing."
     out = tmp_path / "results"
-    params = ["-p", "V", "4", "-p", "levels", "[1, 3]", "-p", "train_steps", "60", "-p", "widths", "[16]", "-p", "forms", '["global_product"]',
+    params = ["-p", "V", "4", "-p", "levels", "[1, 3]", "-p", "coverages", "[0.5, 0.9]", "-p", "train_steps", "60", "-p", "widths", "[16]", "-p", "forms", '["global_product"]',
               "-p", "steps", "40", "-p", "output_dir", str(out)]
     cmd = [sys.executable, "-m", "papermill", str(NB), str(tmp_path / "out.ipynb"), "--cwd", str(NB.parent), *params]
     assert (run := subprocess.run(cmd, capture_output=True, text=True, timeout=900)).returncode == 0, run.stderr[-2000:]
-    for name in ("pixel_runs.csv", "binding_study.csv", "binding_table.csv", "fig6_pixels.png"): assert (out / name).stat().st_size > 0
+    for name in ("pixel_runs.csv", "binding_study.csv", "binding_table.csv", "beside_clip.csv", "fig6_pixels.png"): assert (out / name).stat().st_size > 0
+    import pandas as pd
+    assert len(pd.read_csv(out / "pixel_runs.csv")) == 6 and set(pd.read_csv(out / "binding_study.csv").encoder) == {"pixels, level 1", "pixels, level 3", "tokens"}
     stamp = (out / "models" / "coverage_results.csv").stat().st_mtime_ns
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=900).returncode == 0
     assert (out / "models" / "coverage_results.csv").stat().st_mtime_ns == stamp
