@@ -74,9 +74,6 @@ class ModelConfig:
         if self.code not in ("shared", "independent"): raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)
         if self.inputs not in INPUTS: raise ValueError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
-        if self.inputs == "pixels":
-            from binding_nb.pixels import check_pixel_config     # the renderer and pixel stem are page 07's
-            check_pixel_config(self)
         if not 0 <= self.logit_scale_init <= self.logit_scale_max:
             raise ValueError(f"need 0 <= logit_scale_init <= logit_scale_max, got {self.logit_scale_init} and {self.logit_scale_max}")
 
@@ -246,11 +243,7 @@ def token_tower(cfg: ModelConfig, max_len: int) -> Tower:
 
 # %% ../nbs/B2_models.ipynb #2c986908
 def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
-    """The scene and query towers of `cfg`: two transformers (the token embedding shared if asked), or two product towers.
-    With pixel inputs the scene tower renders its scenes and reads the images (page 07), and the query tower is as it would be."""
-    if cfg.inputs == "pixels":
-        from binding_nb.pixels import pixel_tower
-        return pixel_tower(cfg), product_towers(cfg)[1] if cfg.architecture == "product" else token_tower(cfg, cfg.query_len)
+    "The scene and query towers of `cfg`: two transformers (the token embedding shared if asked), or two product towers."
     if cfg.architecture == "product": return product_towers(cfg)
     scene, query = token_tower(cfg, cfg.scene_len), token_tower(cfg, cfg.query_len)
     if cfg.share_embedding: query.stem.tok = scene.stem.tok
@@ -260,10 +253,12 @@ def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
 # %% ../nbs/B2_models.ipynb #5f97c7b8
 class DualEncoder(nn.Module):
     "A scene tower and a query tower of the same architecture, and a learnable CLIP-style temperature."
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, towers: tuple[nn.Module, nn.Module] | None = None):
         super().__init__()
+        if cfg.inputs != "tokens" and towers is None:
+            raise ValueError(f"a config with {cfg.inputs} inputs needs its towers: pass towers=binding_nb.pixels.pixel_towers(cfg)")
         self.config = cfg
-        self.scene_encoder, self.query_encoder = make_towers(cfg)
+        self.scene_encoder, self.query_encoder = towers or make_towers(cfg)
         self.logit_scale = nn.Parameter(torch.tensor(cfg.logit_scale_init))
         if cfg.init == "xavier":
             for m in self.modules():

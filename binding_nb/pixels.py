@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .models import ModelConfig, Packed, Tower, TransformerBody, sinusoidal_positions
+from .models import ModelConfig, Packed, Tower, TransformerBody, product_towers, sinusoidal_positions, token_tower
 from .geometry import SceneTable
 from .scenes import ConceptSpace
 from .tokens import detokenize_scenes
@@ -20,7 +20,7 @@ from .utils import whole_number
 # %% auto #0
 __all__ = ['BACKGROUND', 'MAX_PALETTE', 'LEVELS', 'BORDER', 'EVAL_SEED', 'CLIP', 'srgb_to_lab', 'palette', 'palette_separation',
            'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'renderer_of', 'check_pixel_config',
-           'PixelSceneTower', 'pixel_tower', 'rendered_table']
+           'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
 
 # %% ../nbs/07_pixels.ipynb #47508fce
 BACKGROUND = (0.0, 0.0, 0.0)    # black
@@ -152,7 +152,7 @@ def renderer_of(cfg: ModelConfig) -> SquareRenderer:
     return SquareRenderer(V=cfg.n_values // cfg.n_concepts, size=cfg.image_size, square=cfg.square, level=cfg.level, noise=cfg.noise)
 
 def check_pixel_config(cfg: ModelConfig) -> None:
-    "Raise a `ValueError` that says what to change when `cfg` cannot read pixels (`ModelConfig` calls it)."
+    "Raise a `ValueError` that says what to change when `cfg` cannot read pixels (`check_config` calls it)."
     if cfg.n_concepts != 2: raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got C={cfg.n_concepts}")
     if cfg.max_objects > 2: raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got {cfg.max_objects}")
     if cfg.share_embedding: raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token embedding): leave it False")
@@ -182,6 +182,10 @@ def pixel_tower(cfg: ModelConfig) -> PixelSceneTower:
     stem = PixelStem(cfg.d_model, cfg.image_size, cfg.patch, cfg.conv_channels, cfg.conv_depth)
     body = TransformerBody(cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.d_out, cfg.final_norm)
     return PixelSceneTower(renderer_of(cfg), cfg.max_objects, Tower(stem, body))
+
+def pixel_towers(cfg: ModelConfig) -> tuple[PixelSceneTower, nn.Module]:
+    "The towers of a pixel-input `DualEncoder`: the pixel scene tower, and the query tower of `cfg`'s architecture (tokens, or a product tower)."
+    return pixel_tower(cfg), product_towers(cfg)[1] if cfg.architecture == "product" else token_tower(cfg, cfg.query_len)
 
 # %% ../nbs/07_pixels.ipynb #f59e8678
 CLIP = "openclip:ViT-B-32"

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from .models import batch_loss, DualEncoder, ModelConfig
+from .pixels import check_pixel_config, pixel_towers
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
                                scene_sizes)
@@ -29,10 +30,10 @@ from .utils import (CorruptFileError, fingerprint, make_generator, read_verified
 # %% auto #0
 __all__ = ['PIXEL_SETTINGS', 'MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'RunConfig',
            'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
-           'evaluate', 'swap_breakdown', 'build_model', 'warmup_linear_decay', 'make_optimizer', 'concept_weight_at',
-           'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best', 'save_checkpoint',
-           'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model', 'TrainingDiverged',
-           'fit', 'result_row', 'setup_run', 'train_run']
+           'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'warmup_linear_decay', 'make_optimizer',
+           'concept_weight_at', 'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best',
+           'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model',
+           'TrainingDiverged', 'fit', 'result_row', 'setup_run', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -165,7 +166,8 @@ def check_config(cfg: RunConfig) -> RunConfig:
         fits = max(m for m in range(1, cfg.max_objects) if math.factorial(m) ** (cfg.C - 1) <= MAX_VALUE_ASSIGNMENTS)
         raise ValueError(f"max_objects={cfg.max_objects} with C={cfg.C} gives scenes whose bag-of-concepts baseline needs "
                          f"{assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use max_objects <= {fits}")
-    cfg.model_config()                                   # the architecture checks its own fields
+    mc = cfg.model_config()                              # the architecture checks its own fields ...
+    if mc.inputs == "pixels": check_pixel_config(mc)     # ... and a pixel scene tower its own (page 07)
     resolve_device(cfg.device)
     return cfg
 
@@ -264,11 +266,16 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
                 seen_swap_frac=float(has_seen.float().mean()))
 
 # %% ../nbs/B4_training.ipynb #3fd3767b
+def new_model(cfg: RunConfig) -> DualEncoder:
+    "A dual encoder of `cfg`'s architecture, initialised from the global RNG; a pixel run gets page 07's towers."
+    mc = cfg.model_config()
+    return DualEncoder(mc, pixel_towers(mc) if mc.inputs == "pixels" else None)
+
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = DualEncoder(cfg.model_config()).to(device)
+        model = new_model(cfg).to(device)
     for tower in (model.scene_encoder, model.query_encoder):
         if hasattr(tower, "stem"): tower.stem.padded = {"auto": None, "packed": False, "padded": True}[cfg.layout]
     return model
@@ -406,7 +413,7 @@ def load_model(path: str | Path, device: str = "auto") -> tuple[DualEncoder, Run
     "The selected (best-validation) model of a finished or interrupted run's checkpoint, and its config."
     ck = read_checkpoint(path)
     cfg = RunConfig(**ck["config"])
-    model = DualEncoder(cfg.model_config())
+    model = new_model(cfg)
     model.load_state_dict(ck["best_model"] or ck["model"])
     return model.to(resolve_device(device)).eval(), cfg
 

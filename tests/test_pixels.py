@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from binding_nb.models import DualEncoder, batch_loss
-from binding_nb.pixels import LEVELS, PixelSceneTower, SquareRenderer, palette
+from binding_nb.pixels import LEVELS, PixelSceneTower, SquareRenderer, palette, pixel_towers
 from binding_nb.scenes import ConceptSpace
 from binding_nb.tokens import make_batch
 from binding_nb.train import RunConfig, load_checkpoint, train_run
@@ -57,7 +57,7 @@ def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
     "One square that fills its whole image (one position, no noise): the contrastive loss of a fixed batch falls close to zero."
     cfg = RunConfig(C=2, V=4, max_objects=1, d_model=32, n_layers=1, inputs="pixels", image_size=8, square=8, patch=4, device="cpu")
     torch.manual_seed(0)
-    model = DualEncoder(cfg.model_config())
+    model = DualEncoder(cfg.model_config(), pixel_towers(cfg.model_config()))
     space = ConceptSpace([4, 4])
     batch = make_batch(space, torch.arange(16), 32, 1, torch.Generator().manual_seed(0))
     opt = torch.optim.AdamW(model.parameters(), 3e-3)
