@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['FAMILIES', 'one_hot_scenes', 'chain_product', 'BindingMLP', 'AdditiveProbe', 'PerObjectProductProbe', 'GlobalProductProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'fit_approximator', 'score_approximator', 'held_out_reference']
+__all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'one_hot_scenes', 'chain_product', 'BindingMLP', 'Form', 'FormProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'memorises', 'fit_approximator', 'unprobed', 'score_approximator', 'held_out_reference', 'form_embeddings']
 
 # %% ../nbs/04_complexity.ipynb #c4a1e001
 import functools
@@ -17,12 +17,13 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .geometry import Probes, SceneTable, r2_score
 from .geometry.probes import DEAD_DIMENSION
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
 from .train import fit, TrainState, TrainingDiverged
-from .utils import make_generator, resolve_device, whole_number
+from .utils import make_generator, number_in, resolve_device, whole_number
 
 # %% ../nbs/04_complexity.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -63,41 +64,84 @@ class BindingMLP(_ConceptInput):
         return self.head(self.rest(torch.relu(self.first(idx) + self.bias)))
 
 # %% ../nbs/04_complexity.ipynb #f0b944b9
-class AdditiveProbe(_ConceptInput):
-    "Additive: $\\sum_i \\sum_k u_{k,c_{ik}}$ (one table shared by the slots), then a linear head to the embedding."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
-        super().__init__(values_per_concept, n_slots)
-        self.u = nn.Embedding(self.n_values, rank)
-        self.head = nn.Linear(rank, dim)
+PRODUCTS = ("per_object", "global")
 
-    def features(self, values: torch.Tensor) -> torch.Tensor: return self.u(self.index(values)).sum((1, 2))
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
+@dataclass(frozen=True)
+class Form:
+    "A functional form of App. D.7: a product block (none: the additive form) beside the sum block or without it, from tables per (slot, concept) or shared by the slots."
+    product: str | None = None     # None, 'per_object' (sum_i prod_k v) or 'global' (prod_i prod_k v)
+    sum_block: bool = True         # the sum block sum_i sum_k u, concatenated beside the product block
+    shared: bool = False           # one table per concept for every slot (v^(i) = v, u^(i) = u)
+
+    def __post_init__(self):
+        if self.product not in (None, *PRODUCTS): raise ValueError(f"product must be None or one of {PRODUCTS}, got {self.product!r}")
+        if self.product is None and not self.sum_block: raise ValueError("a form needs a product block, a sum block or both")
+        if self.product == "global" and self.shared:
+            raise ValueError("a global product with tables shared by the slots is unchanged when two objects swap a concept, "
+                             "so it cannot bind: use tables per slot (shared=False)")
+
+    @property
+    def name(self) -> str:
+        "Its family name: additive, per_object_product or global_product, then _shared and _nosum where they apply."
+        base = {None: "additive", "per_object": "per_object_product", "global": "global_product"}[self.product]
+        return base + "_shared" * self.shared + "_nosum" * (self.product is not None and not self.sum_block)
+
+    @property
+    def formula(self) -> str:
+        "What the linear head reads, in plain text (it names the form in results tables)."
+        t = "" if self.shared else "^(i)"
+        product = {"per_object": f"sum_i prod_k v{t}", "global": f"prod_i prod_k v{t}"}.get(self.product)
+        blocks = [b for b in (product, f"sum_i sum_k u{t}" if self.sum_block else None) if b]
+        return f"[{' ; '.join(blocks)}], tables " + ("shared by the slots" if self.shared else "per (slot, concept)")
+
+def _valid(product, sum_block, shared) -> bool: return (product is not None or sum_block) and not (product == "global" and shared)
+
+FORMS = {f.name: f for f in (Form(p, s, sh) for p in (None, *PRODUCTS) for sh in (False, True) for s in (True, False) if _valid(p, s, sh))}
 
 # %% ../nbs/04_complexity.ipynb #d3b8ee6c
-class PerObjectProductProbe(_ConceptInput):
-    "Per-object products: $\\sum_i \\prod_k v_{k,c_{ik}}$ (one table shared by the slots), then a linear head."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
+class FormProbe(_ConceptInput):
+    "A form probe: the blocks of `form` from tables of width `rank` drawn from N(`init_mean`, `init`^2) (the sum block's from N(0, `init`^2)), then a linear head to the embedding."
+    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64, form: Form = Form("global"),
+                 init: float = 1.0, init_mean: float = 0.0):
         super().__init__(values_per_concept, n_slots)
-        self.v = nn.Embedding(self.n_values, rank)
-        nn.init.normal_(self.v.weight, 1.0, 0.5)
-        self.head = nn.Linear(rank, dim)
-
-    def features(self, values: torch.Tensor) -> torch.Tensor: return chain_product(self.v(self.index(values)), 2).sum(1)
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
-
-# %% ../nbs/04_complexity.ipynb #7c043d81
-class GlobalProductProbe(_ConceptInput):
-    "Global product: $\\sum_i \\sum_k u_{k,c_{ik}} + \\prod_i \\prod_k v^{(i)}_{k,c_{ik}}$ (a product table per slot), then a linear head."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64):
-        super().__init__(values_per_concept, n_slots)
-        self.u = nn.Embedding(self.n_values, rank)
-        self.v = nn.Embedding(n_slots * self.n_values, rank)
-        nn.init.normal_(self.v.weight, 1.0, 0.5)
-        self.head = nn.Linear(rank, dim)
+        self.form, self.rank, rows = form, int(rank), self.n_values * (1 if form.shared else n_slots)
+        self.u = nn.Parameter(init * torch.randn(rows, rank)) if form.sum_block else None
+        self.v = nn.Parameter(init_mean + init * torch.randn(rows, rank)) if form.product else None
+        self.head = nn.Linear(rank * (form.sum_block + (form.product is not None)), dim)
+        strides = np.cumprod((1,) + self.values_per_concept[:0:-1])[::-1].copy()         # object id = sum_k c_k * stride_k
+        self.register_buffer("strides", torch.tensor(strides, dtype=torch.long), persistent=False)
 
     def features(self, values: torch.Tensor) -> torch.Tensor:
-        return self.u(self.index(values)).sum((1, 2)) + chain_product(self.v(self.index(values, per_slot=True)).flatten(1, 2), 1)
-    def forward(self, values: torch.Tensor) -> torch.Tensor: return self.head(self.features(values))
+        "The blocks the head reads, `[n, rank]` or `[n, 2 rank]`: the product block, then the sum block."
+        idx, blocks = self.index(values, per_slot=not self.form.shared), []
+        if self.form.product:
+            objects = chain_product(F.embedding(idx, self.v), 2)                           # [n, m, r]: prod_k v per slot
+            blocks.append(objects.sum(1) if self.form.product == "per_object" else chain_product(objects, 1))
+        if self.form.sum_block: blocks.append(F.embedding(idx, self.u).sum((1, 2)))
+        return torch.cat(blocks, 1)
+
+    def forward(self, values: torch.Tensor) -> torch.Tensor:
+        "`head(features(values))`, with every block but the global product formed once per distinct (slot, object): the head is linear."
+        rows, where = self._objects(values)                       # table rows [K, C] of the distinct (slot, object)s; [n, m]: which one
+        W, r = self.head.weight, self.rank
+        per_object = 0
+        if self.form.sum_block: per_object = F.embedding(rows, self.u).sum(1) @ W[:, -r:].T        # [K, d]
+        products = chain_product(F.embedding(rows, self.v), 1) if self.form.product else None       # [K, r]
+        if self.form.product == "per_object": per_object = per_object + products @ W[:, :r].T
+        slots = range(where.shape[1])
+        out = self.head.bias + (sum(per_object[where[:, i]] for i in slots) if torch.is_tensor(per_object) else 0)
+        if self.form.product == "global": out = out + functools.reduce(operator.mul, (products[where[:, i]] for i in slots)) @ W[:, :r].T
+        return out
+
+    def _objects(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "The table rows `[K, C]` of the distinct objects (per slot, unless shared) in `values[n, m, C]`, and which of them each slot holds `[n, m]`."
+        idx = self.index(values, per_slot=not self.form.shared)
+        key = (values.long() * self.strides).sum(2)
+        if not self.form.shared: key = key + int(np.prod(self.values_per_concept)) * torch.arange(values.shape[1], device=values.device)
+        keys, where = torch.unique(key, return_inverse=True)
+        rows = idx.new_empty(len(keys), idx.shape[2])
+        rows[where.flatten()] = idx.flatten(0, 1)                                         # repeats write the same rows
+        return rows, where
 
 # %% ../nbs/04_complexity.ipynb #20c600fa
 @dataclass
@@ -155,31 +199,33 @@ class Standardised(nn.Module):
 # %% ../nbs/04_complexity.ipynb #123c32a8
 @dataclass(frozen=True)
 class Family:
-    "One approximator family: how to build it, what `capacity` means for it, and whether it takes a learning rate."
+    "One approximator family: how to build it, what `capacity` means for it, whether it takes a learning rate, and its form if it is a form probe."
     name: str
     kind: str                      # 'torch' (trained by `train_torch`) or 'tree' (a scikit-learn style regressor)
-    make: Callable                 # torch: (values_per_concept, n_slots, dim, capacity) -> nn.Module; tree: (capacity, lr, seed) -> regressor
-    capacity: str                  # what the capacity is: hidden width, rank, number of trees
+    make: Callable                 # torch: (values_per_concept, n_slots, dim, capacity, init, init_mean) -> nn.Module; tree: (capacity, lr, seed) -> regressor
+    capacity: str                  # what the capacity is: hidden width, rank, maximum depth
     uses_lr: bool = True
+    form: Form | None = None       # a form probe's form (App. D.7); None for the other families
 
 # %% ../nbs/04_complexity.ipynb #c45e8116
 def _xgboost(capacity: int, lr: float, seed: int):
     import xgboost
-    return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist",
-                                multi_strategy="multi_output_tree", random_state=seed, n_jobs=1)
+    return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist", n_jobs=1, random_state=seed,
+                                multi_strategy="multi_output_tree", grow_policy="lossguide" if capacity == 0 else "depthwise")
 
 def _forest(capacity: int, lr: float, seed: int):
     from sklearn.ensemble import RandomForestRegressor
-    return RandomForestRegressor(n_estimators=100, max_depth=capacity, max_features="sqrt", random_state=seed, n_jobs=1)
+    return RandomForestRegressor(n_estimators=100, max_depth=capacity or None, max_features="sqrt", random_state=seed, n_jobs=1)
+
+def _form_family(form: Form) -> Family:
+    return Family(form.name, "torch", lambda vpc, m, d, r, init, mean: FormProbe(vpc, m, d, r, form, init, mean), "rank", form=form)
 
 FAMILIES = {f.name: f for f in [
-    Family("mlp", "torch", lambda vpc, m, d, w: BindingMLP(vpc, m, d, w, depth=1), "hidden width"),
-    Family("mlp_deep", "torch", lambda vpc, m, d, w: BindingMLP(vpc, m, d, w, depth=3), "hidden width (3 hidden layers)"),
-    Family("additive", "torch", lambda vpc, m, d, r: AdditiveProbe(vpc, m, d, r), "rank"),
-    Family("per_object_product", "torch", lambda vpc, m, d, r: PerObjectProductProbe(vpc, m, d, r), "rank"),
-    Family("global_product", "torch", lambda vpc, m, d, r: GlobalProductProbe(vpc, m, d, r), "rank"),
-    Family("xgboost", "tree", _xgboost, "max depth (200 boosting rounds)"),
-    Family("forest", "tree", _forest, "max depth (100 trees, sqrt(p) features per split)", uses_lr=False),
+    Family("mlp", "torch", lambda vpc, m, d, w, *_: BindingMLP(vpc, m, d, w, depth=1), "hidden width"),
+    Family("mlp_deep", "torch", lambda vpc, m, d, w, *_: BindingMLP(vpc, m, d, w, depth=3), "hidden width (3 hidden layers)"),
+    *[_form_family(form) for form in FORMS.values()],
+    Family("xgboost", "tree", _xgboost, "max depth, 0 for none (200 boosting rounds)"),
+    Family("forest", "tree", _forest, "max depth, 0 for none (100 trees, sqrt(p) features per split)", uses_lr=False),
 ]}
 
 def family(name: str) -> Family:
@@ -187,13 +233,21 @@ def family(name: str) -> Family:
     if name not in FAMILIES: raise ValueError(f"unknown approximator family {name!r}: use one of {list(FAMILIES)}")
     return FAMILIES[name]
 
+def memorises(name: str, capacity: int, fit_objects: int) -> bool:
+    "Whether a fit of family `name` can memorise its fit objects: a product form whose rank is at least the number of objects it is fitted on (the products of those objects can then be any vectors, and the head can map each to its target)."
+    form = family(name).form
+    return form is not None and form.product is not None and capacity >= fit_objects
+
 # %% ../nbs/04_complexity.ipynb #291b9aa5
 def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
-        seed: int = 0, device="auto") -> Approximator:
-    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`."
-    fam, capacity = family(family_name), whole_number(capacity, "capacity", low=1)
+        seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0) -> Approximator:
+    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2)."
+    fam = family(family_name)
+    capacity = whole_number(capacity, "capacity", low=0 if fam.kind == "tree" else 1)
+    init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
     X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
+    if (X_train < 0).any() or (X_val < 0).any(): raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer objects")
     Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)
     for x, y, what in ((X_train, Y_train, "train"), (X_val, Y_val, "val")):
         if y.ndim != 2 or len(y) != len(x) or len(x) == 0:
@@ -210,22 +264,42 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
     t = lambda a: torch.as_tensor(a, device=dev)
     with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
         torch.manual_seed(seed)
-        model = Standardised(fam.make(space.values_per_concept, X_train.shape[1], Y_train.shape[1], capacity), t(Y_train)).to(dev)
+        model = Standardised(fam.make(space.values_per_concept, X_train.shape[1], Y_train.shape[1], capacity, init, init_mean), t(Y_train)).to(dev)
     _, step, loss = train_torch(model.inner, t(X_train), model.standardise(t(Y_train)), t(X_val), model.standardise(t(Y_val)), lr,
                                 whole_number(steps, "steps", low=1), batch_size, eval_every, seed)
     return Approximator(fam.name, model.eval(), space, Y_train.shape[1], step, loss)
 
 # %% ../nbs/04_complexity.ipynb #a171bbe0
+def unprobed(rows: np.ndarray, probes: Probes) -> np.ndarray:
+    "The scenes of `rows` whose real embeddings the probes were not fitted on (all of `rows` when every one was)."
+    rest = np.setdiff1d(rows, probes.train)
+    return rest if len(rest) else np.asarray(rows)
+
 def score_approximator(app: Approximator, table: SceneTable, rows: np.ndarray, probes: Probes) -> dict:
-    "Held-out measures of `app` on the scenes `rows`: the probes' concept and object recognition on its predictions, and its R^2."
+    "Held-out measures of `app` on the scenes `rows` the probes were not fitted on: the probes' concept and object recognition on its predictions, and its R^2."
+    rows = unprobed(rows, probes)
     pred = app.predict(table.values[rows])
     acc = probes.accuracy(pred, table.values[rows])
     return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred))
 
 def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
-    "What the scenes `rows` allow: the probes on the real embeddings they were not fitted on (all when every one was), and the bag-of-concepts baseline."
-    rest = np.setdiff1d(rows, probes.train)
-    rest = rest if len(rest) else rows
+    "What the scenes `rows` allow: the probes on the real embeddings of those they were not fitted on (the ceiling, on the scenes `score_approximator` reads), and the bag-of-concepts baseline."
+    rest = unprobed(rows, probes)
     acc = probes.accuracy(table.emb[rest], table.values[rest])
     return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
                 bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])))
+
+# %% ../nbs/04_complexity.ipynb #c0a7e1d2
+def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> np.ndarray:
+    "Embeddings `[n, dim]` of the two-or-more-object `scenes[n, m, C]` by a random encoder of exactly `form` (a `Form` or a probe family's name): tables N(0, 1) of width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the encoder is."
+    if isinstance(form, str):
+        form = family(form).form
+        if form is None: raise ValueError(f"not a form probe: use one of {list(FORMS)}")
+    scenes = np.asarray(check_scenes(space, np.asarray(scenes)))
+    if (scenes < 0).any(): raise ValueError("form_embeddings needs scenes whose slots are all filled (no -1): a form has a table per slot")
+    encoder = FormProbe(space.values_per_concept, scenes.shape[1], whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), form)
+    rng = np.random.default_rng(whole_number(seed, "seed", low=0))      # numpy's generator: never the stream a probe starts from
+    with torch.no_grad():
+        for p in encoder.parameters(): p.copy_(torch.as_tensor(rng.standard_normal(tuple(p.shape), dtype=np.float32)))
+        encoder.head.weight.mul_(encoder.head.in_features ** -0.5); encoder.head.bias.zero_()
+        return encoder(torch.as_tensor(scenes)).numpy()

@@ -5,9 +5,7 @@
 # %% ../nbs/06_learned_binding.ipynb #32ecec52
 from __future__ import annotations
 
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -19,21 +17,22 @@ import torch
 from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
-from .complexity import Cell, fit_row_checks, holdout_split, select_on_validation, settings_mismatch
+from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, regime,
+                                   select_on_validation, settings_mismatch, warn_memorisation)
 from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
 from .encoders import check_cache_dir, file_signature, read_cache, write_cache
-from .geometry import SceneTable, fit_probes, probe_split
+from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
 from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model, read_checkpoint
-from .utils import fingerprint, save_figure, whole_number, writable_folder
+from .utils import fingerprint, in_processes, save_figure, whole_number, writable_folder
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
            'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
-           'held_out_sets', 'fit_binding', 'in_processes', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
+           'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
            'architecture_name', 'train_models', 'trained_models', 'binding_study', 'pearson_interval',
            'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
 
@@ -136,14 +135,15 @@ _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_o
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
-             *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status"),
+             *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status",
+             *ADDED_LATER),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
-    text=("run", "family", "cell", "status"),
+    text=("run", "family", "cell", "status", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
     checks=fit_row_checks,
+    defaults=dict(ADDED_LATER),                                        # tables from before these columns
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
 PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
-
 
 # %% ../nbs/06_learned_binding.ipynb #046e3f01
 def approximator_seed(seed: int) -> int:
@@ -174,35 +174,28 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
     steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
     splits = {(f, s): holdout_split(lb.table, f, approximator_seed(s), val_fraction) for f in fractions for s in seeds}   # all checked first
     path = LEARNED_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    key = lambda f, s, c: fingerprint(lb.key, c.family, c.capacity, None if np.isnan(c.lr) else c.lr, f, s, steps, batch_size,
-                                      eval_every, val_fraction, length=12)          # settings and data, never fitted numbers
-    made = pd.DataFrame([dict(cell=key(f, s, c), run=lb.name, family=c.family, capacity=c.capacity, lr=c.lr, coverage=f, seed=s)
-                         for (f, s) in splits for c in cells]).set_index("cell")
+    n_fit = {fs: fit_objects(lb.table, sp.train) for fs, sp in splits.items()}
+    warn_memorisation(cells, {f"{lb.name}, fraction {f:g}": n for (f, _), n in n_fit.items()})
+    key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, steps, batch_size, eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
+    made = made_settings([(key(f, s, c), dict(run=lb.name, **c.columns(), coverage=f, seed=s)) for (f, s) in splits for c in cells])
     done = set(LEARNED_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made)).cell.astype(str))   # hand-edited rows set aside
     todo = [(f, s, c) for (f, s) in splits for c in cells if key(f, s, c) not in done]
     t, v = lb.table, lb.table.values
     for f, s, c in tqdm(todo, desc=f"approximators: {lb.name}", disable=not progress or not todo):
         sp, t0, status = splits[f, s], time.perf_counter(), "ok"
         try: app = fit_approximator(c.family, t.space, v[sp.train], t.emb[sp.train], v[sp.val], t.emb[sp.val], c.capacity, c.lr,
-                                    steps, batch_size, eval_every, sp.seed, device)
+                                    steps, batch_size, eval_every, sp.seed, device, c.init, c.init_mean)
         except TrainingDiverged: app, status = None, "diverged"
         val, test = _measures(app, lb, sp.val), _measures(app, lb, sp.test)
         per_set = {f"{name}_{k}": x for name, rows in held_out_sets(lb, sp.test).items() for k, x in _measures(app, lb, rows).items()}
         LEARNED_RESULTS.append(path, dict(
-            run=lb.name, family=c.family, capacity=c.capacity, lr=c.lr, coverage=f, seed=s,
-            steps=steps if FAMILIES[c.family].kind == "torch" else np.nan, val_score=(val["concept_acc"] + val["object_acc"]) / 2,
-            **{f"val_{k}": val[k] for k in ("concept_acc", "object_acc", "r2")}, **test, **per_set, n_train=len(sp.train),
-            n_val=len(sp.val), best_step=app.best_step if app else 0, seconds=round(time.perf_counter() - t0, 2), cell=key(f, s, c), status=status))
+            run=lb.name, **c.columns(), coverage=f, seed=s, steps=steps if FAMILIES[c.family].kind == "torch" else np.nan,
+            val_score=(val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": val[k] for k in ("concept_acc", "object_acc", "r2")},
+            **test, **per_set, train_r2=r2_score(t.emb[sp.train], app.predict(v[sp.train])) if app else np.nan, n_train=len(sp.train),
+            n_val=len(sp.val), fit_objects=n_fit[f, s], regime=regime(c, n_fit[f, s]), best_step=app.best_step if app else 0,
+            seconds=round(time.perf_counter() - t0, 2), cell=key(f, s, c), status=status))
     results = LEARNED_RESULTS.read(path)
     return results[results.cell.astype(str).isin({key(f, s, c) for (f, s) in splits for c in cells})].reset_index(drop=True)
-
-# %% ../nbs/06_learned_binding.ipynb #cdc118fc
-def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
-    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked), or here when one worker will do or fork is not available."
-    if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
-                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))
 
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6
 def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> dict[str, float]:
@@ -309,13 +302,17 @@ def pearson_interval(x, y, n_boot: int = 2000, seed: int = 0) -> dict[str, float
     return dict(r=float(np.corrcoef(x, y)[0, 1]), r_low=float(np.percentile(rb, 2.5)), r_high=float(np.percentile(rb, 97.5)), n_models=n)
 
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
-def form_vs_generalisation(fits: pd.DataFrame, form: str = "global_product", n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fig. 9's points (per model: its own held-out object recognition, and `form`'s, mean over approximator splits) and r per (C, V) and overall."
-    rows = select_on_validation(fits[fits.family == form], by=PER_SETTING)
-    points = rows.groupby(["C", "V", "architecture", "run", "model_coverage"], as_index=False)[["model_object_acc", "object_acc", "model_too_object_acc"]].mean()
-    spaces = [((C, V), d) for (C, V), d in points.groupby(["C", "V"])] + ([(("all", "all"), points)] if points[["C", "V"]].drop_duplicates().shape[0] > 1 else [])
-    table = pd.DataFrame([{"C": C, "V": V, "form": form, **pearson_interval(d.model_object_acc, d.object_acc, n_boot, seed)} for (C, V), d in spaces])
-    return points, table
+def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, its setting chosen on validation, mean over approximator splits) and r per form and (C, V), and over all spaces."
+    forms = list(forms)
+    rows = select_on_validation(fits[fits.family.isin(forms)]).drop(columns="form", errors="ignore").rename(columns={"family": "form"})   # per model, form and split: rank and start chosen
+    points = rows.groupby(["form", "C", "V", "architecture", "run", "model_coverage"], as_index=False)[
+        ["model_object_acc", "object_acc", "model_too_object_acc"]].mean()
+    groups = [((f, C, V), d) for (f, C, V), d in points.groupby(["form", "C", "V"])]
+    groups += [((f, "all", "all"), d) for f, d in points.groupby("form") if d[["C", "V"]].drop_duplicates().shape[0] > 1]
+    table = pd.DataFrame([{"form": f, "C": C, "V": V, **pearson_interval(d.model_object_acc, d.object_acc, n_boot, seed)} for (f, C, V), d in groups],
+                         columns=["form", "C", "V", "r", "r_low", "r_high", "n_models"])
+    return points, table.sort_values("form", key=lambda s: s.map(forms.index), kind="stable").reset_index(drop=True)
 
 # %% ../nbs/06_learned_binding.ipynb #3b961a9b
 def _panels(df: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
@@ -346,8 +343,8 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
     return fig
 
 def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_object_product", "global_product"), output_dir=None, name: str = "fig8_forms"):
-    "Fig. 8: held-out object recognition of each form probe vs the model's coverage, per architecture, beside the model itself and the baseline."
-    df = select_on_validation(fits[fits.family.isin(list(forms))], by=PER_SETTING)
+    "Fig. 8: held-out object recognition of each form probe (its rank and start chosen on validation) vs the model's coverage, per architecture, beside the model itself and the baseline."
+    df = select_on_validation(fits[fits.family.isin(list(forms))])
     df = df.groupby(["C", "V", "architecture", "model_coverage", "family"], as_index=False).mean(numeric_only=True)
     panels = _panels(df)
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 3.4), squeeze=False, sharey=True)
@@ -366,14 +363,17 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
     return fig
 
 def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, output_dir=None, name: str = "fig9_form_vs_generalisation"):
-    "Fig. 9: per model, the global product's held-out object recognition against the model's own, with r and its 95% interval."
-    fig, ax = plt.subplots(figsize=(4.4, 4))
-    for k, (arch, d) in enumerate(points.groupby("architecture")):
-        ax.scatter(d.model_object_acc, d.object_acc, color=f"C{k}", s=22, label=arch)
-    ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
-    lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table.itertuples()]
-    ax.set(xlabel="the model's held-out object recognition", ylabel="global product's held-out object recognition", xlim=(-0.03, 1.03), ylim=(-0.03, 1.03),
-           title="\n".join(lines)); ax.title.set_fontsize(8)
-    ax.grid(alpha=0.3); ax.legend(fontsize=7)
+    "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval."
+    forms = list(dict.fromkeys(table.form)) or ["global_product"]
+    fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.2), squeeze=False)
+    archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}          # one colour per architecture, in every panel
+    for ax, form in zip(axes[0], forms):
+        for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d.model_object_acc, d.object_acc, color=archs[arch], s=22, label=arch)
+        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
+        lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table[table.form == form].itertuples()]
+        ax.set(xlabel="the model's held-out object recognition", ylabel=f"{form.replace('_', ' ')}: held-out object recognition",
+               xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

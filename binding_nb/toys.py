@@ -16,17 +16,16 @@ from .utils import number_in, whole_number
 
 # %% ../nbs/03_geometry.ipynb #9a13e22c
 TOY_KINDS = ("concepts", "objects", "positional", "noise",          # §4: known geometries
-             "global_product", "per_object_product", "table")       # §5.1: known binding functions
+             "table")                                               # §5.1: a known binding function, of the highest complexity
 _BINDING_KINDS = TOY_KINDS[4:]
 
 def toy_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str, dim: int = 64, noise: float | None = None, seed: int = 0,
-                   binding: float = 0.7, rank: int = 32, spread: float = 0.5) -> np.ndarray:
-    "Float32 embeddings `[n, dim]` of the scenes `objects[n, m, C]` with a known geometry or binding function (one of `TOY_KINDS`); `noise` None: 0.1, or 0.05 for the binding kinds."
+                   binding: float = 0.7) -> np.ndarray:
+    "Float32 embeddings `[n, dim]` of the scenes `objects[n, m, C]` with a known geometry or binding function (one of `TOY_KINDS`); `noise` None: 0.1, or 0.05 for `table`."
     if kind not in TOY_KINDS: raise ValueError(f"kind must be one of {TOY_KINDS}, got {kind!r}")
-    dim, rank, seed = whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), whole_number(seed, "seed", low=0)
-    binding, spread = number_in(binding, "binding"), number_in(spread, "spread", low=0)
+    dim, seed, binding = whole_number(dim, "dim", low=1), whole_number(seed, "seed", low=0), number_in(binding, "binding")
     noise = (0.05 if kind in _BINDING_KINDS else 0.1) if noise is None else number_in(noise, "noise", low=0)
-    if kind in _BINDING_KINDS: return _binding_embeddings(space, objects, kind, dim, rank, spread, noise, seed)
+    if kind == "table": return _table_embeddings(space, objects, dim, noise, seed)
     return _geometry_embeddings(space, objects, kind, dim, binding, noise, seed)
 
 def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "objects", dim: int = 64, binding: float = 0.7,
@@ -46,24 +45,11 @@ def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "
         out += np.where(ids[:, i, None] >= 0, part, 0)
     return out
 
-def _binding_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "global_product", dim: int = 64, rank: int = 32,
-                        spread: float = 0.5, noise: float = 0.05, seed: int = 0) -> np.ndarray:
-    "A global or a per-object product of concept vectors, or a random vector per object: the §5.1 kinds."
+def _table_embeddings(space: ConceptSpace, objects: np.ndarray, dim: int = 64, noise: float = 0.05, seed: int = 0) -> np.ndarray:
+    "A random vector per object, summed over the objects of a scene: the §5.1 kind."
     objects = np.asarray(check_scenes(space, objects))
     rng = np.random.default_rng(seed)
-    n, m, C = objects.shape
-    ids, vi = np.asarray(space.object_ids(objects)), np.asarray(space.value_index(objects))
-    present = (ids >= 0)[..., None]                                                         # [n, m, 1]: an empty slot adds nothing
-    if kind == "table":
-        out = np.where(present, rng.standard_normal((space.n_objects, dim), dtype=np.float32)[np.maximum(ids, 0)], 0).sum(1)
-    else:
-        if kind == "global_product":   # [sum_i sum_k u_{k,c_ik} ; prod_i prod_k v^(i)_{k,c_ik} - 1], v = 1 + spread * N(0, 1), a table per slot
-            u = rng.standard_normal((space.n_values, rank), dtype=np.float32) / np.sqrt(m * C)
-            v = 1 + spread * rng.standard_normal((m, space.n_values, rank), dtype=np.float32)
-            products = np.where(present[..., None], v[np.arange(m)[:, None], vi], 1).prod((1, 2)) - 1
-            feats = np.concatenate([np.where(present[..., None], u[vi], 0).sum((1, 2)), products], 1)
-        else:                          # sum_i prod_k v_{k,c_ik}, v = N(0, 1), one table shared by the slots
-            v = rng.standard_normal((space.n_values, rank), dtype=np.float32)
-            feats = np.where(present, v[vi].prod(2), 0).sum(1)
-        out = feats @ rng.standard_normal((feats.shape[1], dim), dtype=np.float32) / np.sqrt(feats.shape[1])
-    return (out + noise * rng.standard_normal((n, dim), dtype=np.float32)).astype(np.float32)
+    ids = np.asarray(space.object_ids(objects))
+    table = rng.standard_normal((space.n_objects, dim), dtype=np.float32)
+    out = np.where((ids >= 0)[..., None], table[np.maximum(ids, 0)], 0).sum(1)       # an empty slot adds nothing
+    return (out + noise * rng.standard_normal((len(ids), dim), dtype=np.float32)).astype(np.float32)

@@ -30,7 +30,8 @@ import torch
 # %% auto #0
 __all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'writable_folder', 'CorruptFileError',
            'write_verified', 'read_verified', 'fingerprint', 'numpy_or_torch', 'seeded_subset', 'whole_number',
-           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table']
+           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table',
+           'in_processes']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -255,3 +256,14 @@ def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) ->
     fmt = None if digits is None else (lambda x: f"{x:.{digits}f}")
     html = df.to_html(index=index, float_format=fmt, na_rep="", border=0, classes="dataframe")
     display(HTML(re.sub(r">\s+<", "><", html)))                     # the layout whitespace between tags: half of the bytes
+
+# %% ../nbs/utils.ipynb #c2d9e4f1
+def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
+    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked), or here when one worker will do or fork is not available."
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from tqdm import tqdm
+    if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
+                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))

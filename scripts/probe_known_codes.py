@@ -22,9 +22,11 @@ CODES = {   # name: (rank of the code, mean of v, spread of v)
     "zero-mean v, rank 32": (32, 0.0, 1.0),
     "v = 1 + 0.5 N(0, 1), rank 32": (32, 1.0, 0.5),
 }
-PROBES = [("additive", 64, 1000), ("mlp", 256, 1000), ("per_object_product", 64, 1000), ("global_product", 64, 1000),
-          ("per_object_product", 64, 4000), ("global_product", 64, 4000), ("per_object_product", 16, 4000), ("global_product", 16, 4000)]
-COLUMNS = ["code", "family", "capacity", "steps", "V", "n_train", "n_test", "train_r2", "test_r2", "concept_acc", "object_acc",
+PROBES = [   # family, capacity, steps, mean of the product tables at the start (the tables start at N(mean, 0.3^2))
+    ("additive", 64, 1500, 0.0), ("mlp", 256, 1500, 0.0), ("per_object_product", 64, 1500, 0.0), ("per_object_product", 64, 1500, 1.0),
+    ("per_object_product_shared", 32, 1500, 0.0), ("global_product", 64, 1500, 0.0), ("global_product", 64, 1500, 1.0),
+    ("global_product", 64, 4000, 1.0)]
+COLUMNS = ["code", "family", "capacity", "steps", "init_mean", "V", "n_train", "n_test", "train_r2", "test_r2", "concept_acc", "object_acc",
            "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc", "best_step", "wall_s"]
 
 
@@ -34,7 +36,7 @@ def run(job: tuple) -> dict:
     from binding_nb.approximators import fit_approximator
     from binding_nb.geometry import r2_score
     from binding_nb.scenes import ConceptSpace, bag_of_concepts_accuracy, concept_recognition, coverage_split, object_recognition
-    code, fam, capacity, steps, V, n_scenes = job
+    code, fam, capacity, steps, init_mean, V, n_scenes = job
     rank, v_mean, spread = CODES[code]
     space, rng, t0 = ConceptSpace([V, V]), np.random.default_rng(0), time.perf_counter()
     u = rng.standard_normal((space.n_values, rank), dtype=np.float32)
@@ -57,10 +59,10 @@ def run(job: tuple) -> dict:
         return (float(concept_recognition(s @ unit(values).T, sc, space).float().mean()),
                 float(object_recognition(s @ unit(objects).T, sc, space).float().mean()))
 
-    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity, 1e-2, steps, None, 50, 0, "cpu")
+    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity, 1e-2, steps, None, 50, 0, "cpu", 0.3, init_mean)
     pred = app.predict(scenes[test])
     (c, o), (cc, co) = recognition(pred, test), recognition(emb[test], test)
-    return dict(code=code, family=fam, capacity=capacity, steps=steps, V=V, n_train=len(train), n_test=len(test),
+    return dict(code=code, family=fam, capacity=capacity, steps=steps, init_mean=init_mean, V=V, n_train=len(train), n_test=len(test),
                 train_r2=r2_score(emb[train], app.predict(scenes[train])), test_r2=r2_score(emb[test], pred), concept_acc=c,
                 object_acc=o, ceiling_concept_acc=cc, ceiling_object_acc=co,
                 bag_of_concepts_acc=bag_of_concepts_accuracy(space, torch.as_tensor(scenes[test])), best_step=app.best_step,
@@ -78,14 +80,14 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
     rows = pd.read_csv(out).to_dict("records") if out.exists() else []
-    done = {(r["code"], r["family"], r["capacity"], r["steps"]) for r in rows}
+    done = {(r["code"], r["family"], r["capacity"], r["steps"], r.get("init_mean", float("nan"))) for r in rows}
     cap_steps = lambda s: s if a.max_steps is None else min(s, a.max_steps)
-    jobs = list(dict.fromkeys((c, f, cap, cap_steps(s), a.V, a.n_scenes) for c in a.codes for f, cap, s in PROBES
-                              if (c, f, cap, cap_steps(s)) not in done))
+    jobs = list(dict.fromkeys((c, f, cap, cap_steps(s), mean, a.V, a.n_scenes) for c in a.codes for f, cap, s, mean in PROBES
+                              if (c, f, cap, cap_steps(s), mean) not in done))
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
             rows.append(row)
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(["code", "family", "capacity", "steps"]).to_csv(out, index=False)
+            pd.DataFrame(rows, columns=COLUMNS).sort_values(["code", "family", "capacity", "steps", "init_mean"]).to_csv(out, index=False)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
 

@@ -364,7 +364,7 @@ def test_identical_scenes_stay_on_one_side_of_the_probe_split():
     (lambda: geometry_report(np.zeros((600, 4)), (GRID, SPACE), estimators="avg"), "estimators must be a list of names"),
     (lambda: geometry_report(np.zeros((600, 0)), (GRID, SPACE)), "embeddings have no dimensions"),
     (lambda: geometry_report(np.r_[np.ones((599, 4)), [[0, -1e39, 0, 0]]], (GRID, SPACE)), "-1e+39 in scene 599"),
-    (lambda: toy_embeddings(SPACE, GRID, "global_product", rank=0), "rank must be >= 1"),
+    (lambda: toy_embeddings(SPACE, GRID, "table", dim=0), "dim must be >= 1"),
     (lambda: toy_embeddings(SPACE, GRID, "objects", noise=float("nan")), "noise must be a finite number"),
     (lambda: toy_embeddings(SPACE, GRID, "objects", dim=0), "dim must be >= 1"),
     (lambda: dataset_by_name("text:3", n_pairs=100_000), "n_pairs=100,000 is more than the 81"),

@@ -95,19 +95,20 @@ def test_one_study_by_papermill(tmp_path):
     run = _papermill(tmp_path, *params, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
     table = LEARNED_RESULTS.read(out / "learned_results.csv")
-    assert len(table) == 4 and set(table.family) == {"mlp", "global_product"}
+    assert len(table) == 2 * (1 + 2) and set(table.family) == {"mlp", "global_product"}   # per model: an MLP, the global product from two starts
     for name in ("fig7_complexity", "fig8_forms", "fig9_form_vs_generalisation"):
         for ext in ("png", "pdf"): assert (out / f"{name}.{ext}").stat().st_size > 0
     assert "Traceback" not in json.dumps([c.get("outputs", []) for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"]])
     assert _papermill(tmp_path, *params, timeout=900).returncode == 0
-    assert len(LEARNED_RESULTS.read(out / "learned_results.csv")) == 4
+    assert len(LEARNED_RESULTS.read(out / "learned_results.csv")) == 6
 
 
 @pytest.mark.parametrize("params, message", [
     (dict(lr=0), "lr must be in (0, inf), got 0"),
     (dict(threads=2.5), "threads must be a whole number, got 2.5"),
     (dict(widths='[32, "a"]'), "widths[1] must be a whole number"),
-    (dict(rank=0), "rank must be >= 1"),
+    (dict(ranks="[0]"), "rank of additive must be >= 1"),
+    (dict(init_means="[]"), "inits and init_means must each hold a value"),
     (dict(architectures="[]", model_dirs="[]"), "no model to study"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
@@ -116,3 +117,10 @@ def test_every_parameter_is_checked_in_process(tmp_path, params, message):
     with pytest.raises((ValueError, TypeError)) as e: run_parameter_check(NB, output_dir=str(tmp_path / "out"), **params)
     assert message in str(e.value), str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_probe_that_can_memorise_is_warned_before_any_training(tmp_path):
+    "At V = 6 and a fraction of 0.5, rank 64 reaches the 16 objects a probe is fitted on: the parameter check warns, names the form and the count."
+    from conftest import run_parameter_check
+    with pytest.warns(UserWarning, match=r"per_object_product rank 64, C=2, V=6, fraction 0.5: 16 fit objects"):
+        run_parameter_check(NB, output_dir=str(tmp_path / "out"), V=6, forms='["per_object_product"]', ranks="[64]")
