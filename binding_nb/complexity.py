@@ -247,10 +247,12 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr", "init", "init_mean"]).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #a48ad4f8
-def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed")) -> pd.DataFrame:
-    "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2); held-out columns are never looked at."
+def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed"),
+                         on: Sequence[str] = ("val_score", "val_r2")) -> pd.DataFrame:
+    "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2), or of the best of the validation columns `on`, in order; held-out columns are never looked at."
+    if not set(on) <= {"val_score", "val_r2", "val_concept_acc", "val_object_acc"}: raise ValueError(f"select on validation columns only, got {list(on)}")
     ok = results[results.status == "ok"]
-    order = ok.sort_values(["val_score", "val_r2"], ascending=False, kind="stable")
+    order = ok.sort_values(list(on), ascending=False, kind="stable")
     return order.drop_duplicates(list(by)).sort_values(list(by)).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #bdd35a74

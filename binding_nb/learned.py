@@ -365,15 +365,14 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
 def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, output_dir=None, name: str = "fig9_form_vs_generalisation"):
     "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval."
     forms = list(dict.fromkeys(table.form)) or ["global_product"]
-    fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.2), squeeze=False, sharey=True)
     archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}          # one colour per architecture, in every panel
     for ax, form in zip(axes[0], forms):
         for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d.model_object_acc, d.object_acc, color=archs[arch], s=22, label=arch)
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
         lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table[table.form == form].itertuples()]
-        ax.set(xlabel="the model's held-out object recognition", ylabel=f"{form.replace('_', ' ')}: held-out object recognition",
-               xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
+        ax.set(xlabel="the model's held-out object recognition", xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_ylabel("the form's held-out object recognition"); axes[0, 0].legend(fontsize=7)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

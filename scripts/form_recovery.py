@@ -1,13 +1,15 @@
 """Which bindings can the form probes recover from half the objects? A map over forms, ranks and sample sizes (04's known answers).
 
 A random encoder of exactly one form (zero-mean tables N(0, 1) of rank r, a head N(0, 1/width) to 64 or 128 dimensions,
-drawn from numpy's generator) embeds a seeded sample of the ordered two-object scenes of a 30 x 30 space. Its own probe, at its rank,
-is fitted on the scenes of half the objects from N(0, 0.3^2) for 1,500 full-batch Adam steps at learning rate 0.01 (the
-checkpoint of lowest validation loss kept), and judged by its R^2 on the scenes of the other objects. One row per
-(form, rank, scenes) as runs finish; a rerun skips the rows already there.
+drawn from numpy's generator) embeds a seeded sample of the ordered two-object scenes of a 30 x 30 space. Its own probe, at its
+rank or at the ranks of --probe_ranks, is fitted on the scenes of half the objects from N(0, 0.3^2) (one start per --starts seed)
+for --steps full-batch Adam steps at learning rate --lr (the checkpoint of lowest validation loss kept), and judged by its R^2 on
+the scenes of validation objects and of the held-out objects. One row per (form, rank, dim, scenes, steps, lr, probe rank, start)
+as runs finish; a rerun skips the rows already there.
 
     python scripts/form_recovery.py [--out results/complexity/form_recovery.csv] [--workers 2] [--forms NAME ...]
-                                    [--ranks 8 16 32 64] [--dims 64 128] [--scenes 20000] [--max_steps N]
+                                    [--ranks 8 16 32 64] [--dims 64 128] [--scenes 20000] [--steps 1500] [--lr 0.01]
+                                    [--probe_ranks R ...] [--starts 0 ...] [--max_steps N]
 """
 import argparse, json, multiprocessing as mp, time
 from pathlib import Path
@@ -15,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-COLUMNS = ["form", "rank", "dim", "scenes", "steps", "n_train", "n_test", "train_r2", "test_r2", "best_step", "wall_s"]
+COLUMNS = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start", "n_train", "n_test", "train_r2", "val_r2", "test_r2", "best_step", "wall_s"]
+KEY = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start"]
 
 
 def run(job: tuple) -> dict:
@@ -26,17 +29,18 @@ def run(job: tuple) -> dict:
     from binding_nb.datasets import all_pairs
     from binding_nb.geometry import r2_score, scene_table
     from binding_nb.scenes import ConceptSpace
-    form, rank, dim, n, steps = job
+    form, rank, dim, n, steps, lr, probe_rank, start = job
     t0, space = time.perf_counter(), ConceptSpace([30, 30])
     pairs = all_pairs(space)
     pairs = pairs[(pairs[..., 0] >= 0).all(1)]
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n, replace=False))]
     t = scene_table(form_embeddings(space, scenes, form, rank, dim, seed=1), (scenes, space))
     sp = holdout_split(t, 0.5, seed=1)
-    app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], rank, 1e-2, steps, None, 100, 0,
-                           "cpu", 0.3, 0.0)
-    return dict(form=form, rank=rank, dim=dim, scenes=n, steps=steps, n_train=len(sp.train), n_test=len(sp.test),
-                train_r2=r2_score(t.emb[sp.train], app.predict(t.values[sp.train])), test_r2=r2_score(t.emb[sp.test], app.predict(t.values[sp.test])),
+    app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], probe_rank, lr, steps, None, 100,
+                           start, "cpu", 0.3, 0.0)
+    r2 = lambda rows: r2_score(t.emb[rows], app.predict(t.values[rows]))
+    return dict(form=form, rank=rank, dim=dim, scenes=n, steps=steps, lr=lr, probe_rank=probe_rank, start=start, n_train=len(sp.train),
+                n_test=len(sp.test), train_r2=r2(sp.train), val_r2=r2(sp.val), test_r2=r2(sp.test),
                 best_step=app.best_step, wall_s=round(time.perf_counter() - t0, 1))
 
 
@@ -48,18 +52,26 @@ def main() -> None:
     p.add_argument("--ranks", nargs="+", type=int, default=[8, 16, 32, 64])
     p.add_argument("--dims", nargs="+", type=int, default=[64, 128], help="embedding dimensions of the encoders")
     p.add_argument("--scenes", nargs="+", type=int, default=[20_000], help="scenes sampled (the global product also at 100,000)")
+    p.add_argument("--steps", type=int, default=1500, help="Adam steps on the full batch")
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
+    p.add_argument("--probe_ranks", nargs="+", type=int, default=None, help="the probe's ranks (default: the encoder's own)")
+    p.add_argument("--starts", nargs="+", type=int, default=[0], help="seeds of the probe's initial tables")
     p.add_argument("--max_steps", type=int, default=None, help="cap the steps (a quick check)")
     a = p.parse_args()
-    steps = 1500 if a.max_steps is None else min(1500, a.max_steps)
+    steps = a.steps if a.max_steps is None else min(a.steps, a.max_steps)
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
-    done = {(r["form"], r["rank"], r["dim"], r["scenes"], r["steps"]) for r in rows}
+    rows = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    earlier = {"lr": 1e-2, "probe_rank": rows["rank"], "start": 0}      # rows from before these columns: learning rate 0.01, own rank, start 0
+    rows = rows.assign(**{c: rows[c].fillna(v) if c in rows else v for c, v in earlier.items()}).reindex(columns=COLUMNS).to_dict("records")
+    done = {tuple(r[k] for k in KEY) for r in rows}
     sizes = lambda f: sorted(set(a.scenes) | ({100_000} if f.startswith("global") and a.max_steps is None else set()))
-    jobs = [(f, r, d, n, steps) for f in a.forms for r in a.ranks for d in a.dims for n in sizes(f) if (f, r, d, n, steps) not in done]
+    jobs = [(f, r, d, n, steps, a.lr, pr, s) for f in a.forms for r in a.ranks for d in a.dims for n in sizes(f)
+            for pr in (a.probe_ranks or [r]) for s in a.starts]
+    jobs = [j for j in jobs if j not in done]
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
             rows.append(row)
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(["form", "rank", "dim", "scenes"]).to_csv(out, index=False)
+            pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY).to_csv(out, index=False)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
 
