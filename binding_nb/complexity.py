@@ -109,6 +109,12 @@ class Cell:
     init: float = 1.0              # form probes only (the paper: N(0, 1))
     init_mean: float = 0.0
 
+    def __post_init__(self):
+        fam, lr = family(self.family), self.lr
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
+            need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
+            raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
+
     @property
     def is_probe(self) -> bool: return family(self.family).form is not None
 
@@ -150,8 +156,6 @@ def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
             means_here = means if fam.form.product else means[:1]
             cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu) for c in ranks for r in lrs for s in inits for mu in means_here]
     if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
-    for c in cells:
-        if not (np.isnan(c.lr) or c.lr > 0): raise ValueError(f"learning rates must be > 0, got {c.lr} for {c.family}")
     return cells
 
 # %% ../nbs/04_complexity.ipynb #2ed545c7
@@ -271,7 +275,7 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
         mixed = kinds[kinds.map(len) > 1]
         if len(mixed): raise ValueError(f"run {mixed.index[0]!r} holds rows fitted to {len(mixed.iloc[0])} different embeddings (data "
                                         f"{', '.join(mixed.iloc[0])}): summarise each apart, or give each embedding its own run name")
-    best = select_on_validation(results)
+    best = select_on_validation(results) if len(results) else results
     if best.empty:                                      # nothing finished: an empty summary, and why
         statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"
         warnings.warn(f"no finished cell to summarise (status 'ok'): {statuses}; the summary is empty", stacklevel=2)

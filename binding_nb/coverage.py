@@ -39,7 +39,10 @@ def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -
 
 # %% ../nbs/05_coverage.ipynb #693af301
 def check_output_dir(output_dir: str | Path) -> Path:
-    "`output_dir` as a `Path`; it may exist only as a folder."
+    "`output_dir` as a `Path`; it may exist only as a folder, and an empty path (the working directory) is refused."
+    if not str(output_dir).strip():
+        raise ValueError("output_dir is empty, which would write the table, checkpoints and figures into the working directory: "
+                         "pass a folder path such as 'outputs/coverage' (it is created if missing)")
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output_dir {str(out)!r} is a file, not a folder: pass a folder path (it is created if missing)")

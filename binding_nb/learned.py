@@ -27,7 +27,7 @@ from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
 from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model, read_checkpoint
-from .utils import fingerprint, in_processes, save_figure, whole_number, writable_folder
+from .utils import fingerprint, in_processes, is_set_aside, save_figure, whole_number, writable_folder
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
@@ -212,6 +212,7 @@ KNOWN_KINDS = ("shared_product", "bag", "table")
 def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int | None = None, seed: int = 0) -> LearnedBinding:
     "An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a memoriser)."
     if kind not in KNOWN_KINDS: raise ValueError(f"kind must be one of {KNOWN_KINDS}, got {kind!r}")
+    rank = whole_number(rank, "rank", low=1)
     rng = np.random.default_rng(seed)
     u, v = (rng.standard_normal((space.n_values, rank), dtype=np.float32) for _ in range(2))
     gi = np.asarray(space.value_index(space.object_values(np.arange(space.n_objects))))    # [|O|, C] global value indices
@@ -247,11 +248,12 @@ def train_models(configs: Sequence[RunConfig], models_dir, workers: int = 1, pro
     return [m for m in done if m.row.get("status", "ok") == "ok"]
 
 def trained_models(model_dir) -> list[TrainedModel]:
-    "The finished runs of a §5.2 output folder (05's `output_dir`) whose checkpoint is in its checkpoints/ folder."
+    "The finished runs of a §5.2 output folder (05's `output_dir`) whose checkpoint is in its checkpoints/ folder; copies set aside there (`is_set_aside`) are no runs."
     model_dir = Path(model_dir)
+    if model_dir.exists() and not model_dir.is_dir(): raise NotADirectoryError(f"{model_dir} is a file: pass the output folder of §5.2's runs (05's output_dir)")
     rows = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(model_dir))
     found = []
-    for ckpt in sorted((model_dir / "checkpoints").glob("*.pt")):
+    for ckpt in sorted(p for p in (model_dir / "checkpoints").glob("*.pt") if not is_set_aside(p)):
         cfg = RunConfig(**read_checkpoint(ckpt)["config"])              # its settings only; the weights are read when it is studied
         mine = rows[COVERAGE_RESULTS.same(rows, run_identity(cfg)) & (rows.status == "ok")] if len(rows) else rows
         if len(mine): found.append(TrainedModel(cfg, ckpt, mine.iloc[0].to_dict()))
@@ -291,6 +293,7 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
 def pearson_interval(x, y, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
     "Pearson r of paired `x`, `y`, and its 95% bootstrap interval over the pairs (percentile; constant resamples skipped)."
     x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or x.shape != y.shape: raise ValueError(f"pearson_interval pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, n = x[ok], y[ok], int(ok.sum())
     nan = float("nan")

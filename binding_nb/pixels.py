@@ -38,13 +38,16 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
 # %% ../nbs/07_pixels.ipynb #f25eb729
 def palette(n: int, levels: int = 12) -> np.ndarray:
     "`[n, 3]` sRGB colours in [0, 1], each the one of a `levels`^3 RGB grid farthest (ΔE) from the background and the colours before it."
-    if not (isinstance(n, (int, np.integer)) and 1 <= n <= MAX_PALETTE):
-        raise ValueError(f"the palette holds 1 to {MAX_PALETTE} distinguishable colours, got V={n!r}: use V <= {MAX_PALETTE}")
+    if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and 1 <= n <= MAX_PALETTE):
+        raise ValueError(f"the palette holds 1 to {MAX_PALETTE} distinguishable colours, got V={n!r}: use V <= {MAX_PALETTE}, a whole number")
+    levels = whole_number(levels, "levels", low=2)
     grid = np.stack(np.meshgrid(*[np.linspace(0, 1, levels)] * 3, indexing="ij"), -1).reshape(-1, 3)
     lab = srgb_to_lab(grid)
     distance = np.linalg.norm(lab - srgb_to_lab(BACKGROUND), axis=1)
     chosen = []
     for _ in range(n):                       # at most 64 greedy steps over 1,728 candidates
+        if distance.max() <= 0: raise ValueError(f"a grid of {levels} levels per channel holds only {len(chosen)} colours apart from the background and each other, "
+                                                 f"fewer than V={n}: use more levels (the default, 12, holds {MAX_PALETTE})")
         chosen.append(int(distance.argmax()))
         distance = np.minimum(distance, np.linalg.norm(lab - lab[chosen[-1]], axis=1))
     return grid[chosen].astype(np.float32)
@@ -75,7 +78,8 @@ class SquareRenderer:
         whole_number(self.size, "image size", low=1); whole_number(self.square, "square", low=1); whole_number(self.tries, "tries", low=1)
         if self.square <= 2 * BORDER: raise ValueError(f"a square of side {self.square} has no fill inside its {BORDER}-pixel border: use square >= {2 * BORDER + 1}")
         if self.square > self.size: raise ValueError(f"a square of side {self.square} does not fit an image of side {self.size}: use a larger image or a smaller square")
-        if not (isinstance(self.noise, (int, float)) and self.noise >= 0): raise ValueError(f"noise must be a number >= 0, got {self.noise!r}")
+        if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise, bool) and np.isfinite(self.noise) and self.noise >= 0):
+            raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
 
     def corners(self, present: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first."

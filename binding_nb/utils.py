@@ -28,10 +28,10 @@ import pandas as pd
 import torch
 
 # %% auto #0
-__all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'writable_folder', 'CorruptFileError',
+__all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder', 'CorruptFileError',
            'write_verified', 'read_verified', 'fingerprint', 'numpy_or_torch', 'seeded_subset', 'whole_number',
            'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table',
-           'in_processes']
+           'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -80,6 +80,13 @@ def set_aside(path: str | os.PathLike, why: str | None = None, then: str = "star
     os.replace(path, aside)
     if why is not None: warnings.warn(f"{path} {why}; kept it as {aside.name} and {then}", stacklevel=2)
     return aside
+
+# %% ../nbs/utils.ipynb #5e7a1c03
+_SET_ASIDE = re.compile(r"\.bad-\d{8}-\d{6}-[0-9a-f]{8}(\.[^.]*)?$")
+
+def is_set_aside(path: str | os.PathLike) -> bool:
+    "Whether `path` is a copy that `set_aside` kept: a name ending `.bad-<time>-<token><suffix>`."
+    return bool(_SET_ASIDE.search(Path(path).name))
 
 # %% ../nbs/utils.ipynb #75ece652
 def writable_folder(folder: str | os.PathLike, what: str, advice: str) -> Path:
@@ -267,3 +274,20 @@ def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progr
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
                              initializer=torch.set_num_threads, initargs=(1,)) as pool:
         return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))
+
+# %% ../nbs/utils.ipynb #6a1f0e02
+def repo_root() -> Path | None:
+    "The repository of this package (a folder holding `settings.ini` and `binding_nb/`), found beside the package or above the working directory; None where neither holds one (an installed package run elsewhere)."
+    import importlib.util
+    spec = importlib.util.find_spec("binding_nb")
+    beside = [Path(spec.origin).resolve().parents[1]] if spec and spec.origin else []      # the folder that holds binding_nb/
+    for folder in (*beside, Path.cwd().resolve(), *Path.cwd().resolve().parents):
+        if (folder / "settings.ini").is_file() and (folder / "binding_nb").is_dir(): return folder
+    return None
+
+def repo_path(relative: str) -> Path:
+    "The committed file or folder `relative` (e.g. 'results/gpu/gpu_runs.csv') of this repository, wherever the caller runs; a clear error when no repository is found."
+    root = repo_root()
+    if root is None: raise FileNotFoundError(f"{relative} is committed data of the binding_nb repository, and none was found beside the package or above "
+                                             f"{Path.cwd()}: run from a clone of the repository (pip install -e .)")
+    return root / relative

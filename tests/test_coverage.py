@@ -103,6 +103,14 @@ def test_every_parameter_is_checked_in_the_check_cell(tmp_path, params, message)
     assert not out_dir.exists()                                # nothing written
 
 
+def test_an_empty_output_dir_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    "-p output_dir '' would write the table, checkpoints and figures into the working directory."
+    from conftest import run_parameter_check
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="output_dir is empty"): run_parameter_check(NB, output_dir="", **TINY)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("params, message", [
     (dict(threads=2.5), "threads must be a whole number, got 2.5"),
     (dict(threads="two"), "threads must be a whole number, got 'two'"),
