@@ -814,6 +814,7 @@ d = { 'settings': { 'branch': 'main',
                                   'binding_nb.utils.set_aside': ('utils.html#set_aside', 'binding_nb/utils.py'),
                                   'binding_nb.utils.show_figure': ('utils.html#show_figure', 'binding_nb/utils.py'),
                                   'binding_nb.utils.show_table': ('utils.html#show_table', 'binding_nb/utils.py'),
+                                  'binding_nb.utils.verified_digest': ('utils.html#verified_digest', 'binding_nb/utils.py'),
                                   'binding_nb.utils.whole_number': ('utils.html#whole_number', 'binding_nb/utils.py'),
                                   'binding_nb.utils.writable_folder': ('utils.html#writable_folder', 'binding_nb/utils.py'),
                                   'binding_nb.utils.write_verified': ('utils.html#write_verified', 'binding_nb/utils.py')}}}

@@ -27,7 +27,7 @@ from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
 from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model, read_checkpoint
-from .utils import fingerprint, in_processes, is_set_aside, save_figure, whole_number, writable_folder
+from .utils import fingerprint, in_processes, is_set_aside, save_figure, verified_digest, whole_number, writable_folder
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
@@ -122,7 +122,8 @@ def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = Non
         raise TypeError(f"expected a checkpoint of a dual encoder, or a DualEncoder with its RunConfig; got {type(model).__name__}"
                         f" and {type(cfg).__name__}")
     if cfg.max_objects < 2: raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes")
-    weights = file_signature(source) if source else fingerprint(*[p.detach().cpu().numpy() for p in model.state_dict().values()])
+    weights = ((verified_digest(source, "checkpoint") or file_signature(source)) if source     # its contents, wherever it lies
+               else fingerprint(*[p.detach().cpu().numpy() for p in model.state_dict().values()]))
     values, objects = embed_all_queries(model.eval(), cfg.space)
     fit, heldout = model_split(cfg)
     return binding_of(name or cfg.run_name(), cfg.space, _scene_tower(model, cfg.space), values, objects,

@@ -74,6 +74,8 @@ class ResultsTable:
         "The table at `path` (empty if missing), read under its lock; damaged or repeated rows, and rows `expect` faults (per row, a reason or ''), are set aside with a warning."
         path = Path(path)
         if path.is_dir(): raise ValueError(f"{path} is a folder: {self.advice}")
+        if not path.exists(): return pd.DataFrame(columns=list(self.columns))      # reading creates nothing, not even the folder
+        if not os.access(path.parent, os.W_OK): return self._read(path, expect)  # a folder nobody here can write to: no lock to take
         with _lock(path): return self._read(path, expect)
 
     def write(self, df: pd.DataFrame, path: str | os.PathLike) -> None:

@@ -29,9 +29,9 @@ import torch
 
 # %% auto #0
 __all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder', 'CorruptFileError',
-           'write_verified', 'read_verified', 'fingerprint', 'numpy_or_torch', 'seeded_subset', 'whole_number',
-           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table',
-           'in_processes', 'repo_root', 'repo_path']
+           'write_verified', 'read_verified', 'verified_digest', 'fingerprint', 'numpy_or_torch', 'seeded_subset',
+           'whole_number', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
+           'show_table', 'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -122,6 +122,14 @@ def read_verified(path: str | os.PathLike, kind: str) -> bytes | None:
     if hashlib.sha256(payload).hexdigest().encode() != digest:
         raise CorruptFileError(f"{path} does not match its SHA-256 digest: it was changed or damaged after it was written")
     return payload
+
+# %% ../nbs/utils.ipynb #5e34080d
+def verified_digest(path: str | os.PathLike, kind: str) -> str | None:
+    "The SHA-256 that `write_verified` put in the header of `path` as `kind` (read from the first line only); `None` for another file."
+    with open(path, "rb") as f: head = f.readline(200)
+    prefix = f"binding_nb {kind} sha256=".encode()
+    digest = head[len(prefix):].strip() if head.startswith(prefix) else b""
+    return digest.decode() if re.fullmatch(rb"[0-9a-f]{64}", digest) else None
 
 # %% ../nbs/utils.ipynb #d9782c21
 def _feed(h, part) -> None:

@@ -110,6 +110,8 @@ def test_one_study_by_papermill(tmp_path):
     (dict(ranks="[0]"), "rank of additive must be >= 1"),
     (dict(init_means="[]"), "inits and init_means must each hold a value"),
     (dict(architectures="[]", model_dirs="[]"), "no model to study"),
+    (dict(val_fraction=0), "val_fraction must be in (0, 1), got 0"),
+    (dict(seeds="[]"), "seeds holds no approximator split"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
     "The cheap cases of the parameter check, run as papermill would run it, without a kernel: refused before anything is written."
@@ -124,3 +126,15 @@ def test_a_probe_that_can_memorise_is_warned_before_any_training(tmp_path):
     from conftest import run_parameter_check
     with pytest.warns(UserWarning, match=r"per_object_product rank 64, C=2, V=6, fraction 0.5: 16 fit objects"):
         run_parameter_check(NB, output_dir=str(tmp_path / "out"), V=6, forms='["per_object_product"]', ranks="[64]")
+
+
+def test_a_moved_or_touched_checkpoint_is_not_fitted_again(tiny_model, tmp_path, monkeypatch):
+    "The fit key names the checkpoint's contents (its digest), not where it lies or when it was touched: moving a finished study refits nothing and adds no row."
+    import os, shutil
+    cells = [Cell("additive", 8, 1e-2)]
+    first = fit_binding(learned_binding(tiny_model, device="cpu"), cells, [0.5], [0], tmp_path / "out", steps=20, eval_every=10, device="cpu", progress=False)
+    moved = tmp_path / "elsewhere" / "renamed.pt"; moved.parent.mkdir(); shutil.copy(tiny_model, moved); os.utime(moved, (1, 1))
+    monkeypatch.setattr(learned, "fit_approximator", lambda *a, **k: pytest.fail("a finished fit was fitted again"))
+    again = fit_binding(learned_binding(moved, name=first.run.iloc[0], device="cpu"), cells, [0.5], [0], tmp_path / "out", steps=20, eval_every=10,
+                        device="cpu", progress=False)
+    assert len(again) == 1 and len(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path / "out"))) == 1
