@@ -255,6 +255,7 @@ def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "fam
                          on: Sequence[str] = ("val_score", "val_r2")) -> pd.DataFrame:
     "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2), or of the best of the validation columns `on`, in order; held-out columns are never looked at."
     if not set(on) <= {"val_score", "val_r2", "val_concept_acc", "val_object_acc"}: raise ValueError(f"select on validation columns only, got {list(on)}")
+    if results.empty: return results.iloc[:0]                                     # nothing to choose from (a table of no rows)
     ok = results[results.status == "ok"]
     order = ok.sort_values(list(on), ascending=False, kind="stable")
     return order.drop_duplicates(list(by)).sort_values(list(by)).reset_index(drop=True)
@@ -275,7 +276,7 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
         mixed = kinds[kinds.map(len) > 1]
         if len(mixed): raise ValueError(f"run {mixed.index[0]!r} holds rows fitted to {len(mixed.iloc[0])} different embeddings (data "
                                         f"{', '.join(mixed.iloc[0])}): summarise each apart, or give each embedding its own run name")
-    best = select_on_validation(results) if len(results) else results
+    best = select_on_validation(results)
     if best.empty:                                      # nothing finished: an empty summary, and why
         statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"
         warnings.warn(f"no finished cell to summarise (status 'ok'): {statuses}; the summary is empty", stacklevel=2)

@@ -108,15 +108,19 @@ class CorruptFileError(ValueError):
     "A file that binding_nb wrote, whose contents no longer match their digest."
 
 # %% ../nbs/utils.ipynb #e3a94f7e
+def _header(kind: str) -> bytes:
+    "The start of the first line of a file `write_verified` wrote as `kind`; its SHA-256 digest follows."
+    return f"binding_nb {kind} sha256=".encode()
+
 def write_verified(path: str | os.PathLike, payload: bytes, kind: str) -> None:
     "Write `payload` to `path` atomically, behind a header with its kind and SHA-256 digest."
     with atomic_file(path) as f:
-        f.write(f"binding_nb {kind} sha256={hashlib.sha256(payload).hexdigest()}\n".encode()); f.write(payload)
+        f.write(_header(kind) + hashlib.sha256(payload).hexdigest().encode() + b"\n"); f.write(payload)
 
 # %% ../nbs/utils.ipynb #5e34080b
 def read_verified(path: str | os.PathLike, kind: str) -> bytes | None:
     "The payload of a file `write_verified` wrote as `kind`; `None` if it is not such a file; `CorruptFileError` if damaged."
-    prefix, data = f"binding_nb {kind} sha256=".encode(), Path(path).read_bytes()
+    prefix, data = _header(kind), Path(path).read_bytes()
     if not data.startswith(prefix): return None
     digest, _, payload = data[len(prefix):].partition(b"\n")
     if hashlib.sha256(payload).hexdigest().encode() != digest:
@@ -127,7 +131,7 @@ def read_verified(path: str | os.PathLike, kind: str) -> bytes | None:
 def verified_digest(path: str | os.PathLike, kind: str) -> str | None:
     "The SHA-256 that `write_verified` put in the header of `path` as `kind` (read from the first line only); `None` for another file."
     with open(path, "rb") as f: head = f.readline(200)
-    prefix = f"binding_nb {kind} sha256=".encode()
+    prefix = _header(kind)
     digest = head[len(prefix):].strip() if head.startswith(prefix) else b""
     return digest.decode() if re.fullmatch(rb"[0-9a-f]{64}", digest) else None
 
