@@ -27,8 +27,8 @@ from .utils import fingerprint, name_list, number_in, resolve_device, save_figur
 # %% auto #0
 __all__ = ['ADDED_LATER', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'SceneSplit', 'holdout_split', 'fit_row_checks', 'Cell',
            'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell', 'settings_mismatch', 'made_settings',
-           'sweep', 'select_on_validation', 'setting_labels', 'summarize_complexity', 'plot_complexity',
-           'run_complexity']
+           'refuse_other_data', 'sweep', 'select_on_validation', 'setting_labels', 'summarize_complexity',
+           'plot_complexity', 'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #0c539720
 @dataclass(frozen=True)
@@ -78,12 +78,12 @@ def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
         "a step count below 1": num("steps").notna() & ~(num("steps") >= 1),
         "a validation score outside [0, 1]": num("val_score").notna() & ~num("val_score").between(0, 1),
         "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)], axis=1).any(axis=1),
+        "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
     }
 
 def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
     return {**fit_row_checks(df),
-            "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
             "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1)}
 
 ADDED_LATER = dict(init=np.nan, init_mean=np.nan, form=np.nan, train_r2=np.nan, fit_objects=np.nan, regime=np.nan)   # empty in older tables
@@ -215,7 +215,7 @@ def made_settings(keyed: Sequence[tuple[str, dict]]) -> pd.DataFrame:
     "The settings each cell key is made from (`keyed`: (key, its settings as columns)), for `settings_mismatch`; the form is checked by the table's own checks."
     return pd.DataFrame([dict(cell=k, **{c: x for c, x in s.items() if c != "form"}) for k, s in keyed]).set_index("cell")
 
-def _refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
+def refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
     "Refuse to add rows of `run` on embeddings `data` beside rows of `run` fitted to other embeddings."
     other = results[(results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)]
     if len(other):
@@ -240,7 +240,7 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     key = lambda sp, c: fingerprint(base, *c.key(), sp.coverage, sp.seed, length=12)
     made = made_settings([(key(sp, c), dict(run=run, **c.columns(), coverage=sp.coverage, seed=sp.seed)) for sp in splits for c in cells])
     results = COMPLEXITY_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made))
-    _refuse_other_data(results, run, data, path)
+    refuse_other_data(results, run, data, path)
     todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in set(results.cell.astype(str))]
     refs = {i: held_out_reference(table, splits[i].test, probes) for i in dict.fromkeys(i for i, _ in todo)}   # once per split
     for i, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):

@@ -6,24 +6,28 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import os
 import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 from filelock import FileLock
 from scipy import stats
 from tqdm import tqdm
 
 from .scenes import coverage_split
-from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, train_run
+from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, evaluate, train_run
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 
 # %% auto #0
-__all__ = ['METRICS', 'SPLIT_METRICS', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir', 'run_identity', 'has_run',
+__all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'METRICS', 'SPLIT_METRICS', 'COVERAGE_RESULTS', 'sweep_configs',
+           'check_output_dir', 'eval_memory', 'available_memory', 'check_eval_memory', 'run_identity', 'has_run',
            'diverged_row', 'run_checkpoint', 'run_one', 'sweep_results', 'run_sweep', 'summarize_coverage',
            'plot_coverage']
 
@@ -38,15 +42,58 @@ def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -
     return cfgs
 
 # %% ../nbs/05_coverage.ipynb #693af301
+def _not_a_folder(p: Path) -> bool: return (p.exists() or p.is_symlink()) and not p.is_dir()   # a file, or a link to nothing
+
 def check_output_dir(output_dir: str | Path) -> Path:
-    "`output_dir` as a `Path`; it may exist only as a folder, and an empty path (the working directory) is refused."
+    "`output_dir` as a `Path`; it and every folder above it may exist only as folders, and an empty path (the working directory) is refused."
     if not str(output_dir).strip():
         raise ValueError("output_dir is empty, which would write the table, checkpoints and figures into the working directory: "
                          "pass a folder path such as 'outputs/coverage' (it is created if missing)")
     out = Path(output_dir)
-    if out.exists() and not out.is_dir():
+    if _not_a_folder(out):
         raise ValueError(f"output_dir {str(out)!r} is a file, not a folder: pass a folder path (it is created if missing)")
+    if (blocker := next((p for p in out.parents if _not_a_folder(p)), None)) is not None:
+        raise ValueError(f"output_dir {str(out)!r} cannot be created: {str(blocker)!r} on its path is a file, not a folder; "
+                         f"pass a folder path with no file on the way (or move {str(blocker)!r} away)")
     return out
+
+# %% ../nbs/05_coverage.ipynb #3c8f0b6e
+EVAL_CHUNK = inspect.signature(evaluate).parameters["chunk"].default   # scenes scored at once by `evaluate` (512)
+EVAL_PAIR_BYTES = 13   # per (scene, object) pair of a chunk: its float32 score, an int64 count and a bool mask of the scene's objects
+EVAL_OBJECT_BYTES = 40 # per object besides: the coverage split's int64 id arrays and the mask of training objects
+
+def eval_memory(cfg: RunConfig) -> int:
+    """Estimated peak bytes of run `cfg`'s exhaustive evaluation (`evaluate`, at each validation and at the test).
+    Each chunk of `min(EVAL_CHUNK, max(n_val_scenes, n_test_scenes))` scenes is scored against all |O| = V**C objects at once:
+    a `[chunk, |O|]` float32 score matrix with the int64 counts and bool mask of the chunk's objects (`EVAL_PAIR_BYTES` a pair),
+    beside the object embeddings `[|O|, d_out]` float32 and the split's id arrays (`EVAL_OBJECT_BYTES` an object)."""
+    chunk = min(EVAL_CHUNK, max(cfg.n_val_scenes, cfg.n_test_scenes))
+    return cfg.space.n_objects * (chunk * EVAL_PAIR_BYTES + 4 * cfg.d_out + EVAL_OBJECT_BYTES)
+
+def available_memory(device: str | torch.device = "auto") -> int | None:
+    "Bytes free now for runs on `device`: the GPU's free memory on CUDA, else the machine's available memory (`None`: unknown)."
+    dev = resolve_device(device)
+    if dev.type == "cuda": return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        with open("/proc/meminfo") as f: return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError): pass
+    try: return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError): return None
+
+def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: bool = False) -> int:
+    """The bytes the runs `cfgs` need to evaluate (`eval_memory`): the largest run's, or with `at_once` (runs side by side, as
+    local jobs) the sum; a `ValueError` with both figures and what to change when that exceeds `available` bytes (`None`: unknown)."""
+    needs = [eval_memory(c) for c in cfgs]
+    need = sum(needs) if at_once else max(needs)
+    if available is not None and need > available:
+        big = cfgs[int(np.argmax(needs))]
+        gib = lambda b: f"{b / 2 ** 30:.1f} GiB"
+        raise ValueError(f"the exhaustive evaluation would need about {gib(need)} of memory, but {gib(available)} is available: "
+                         f"at C={big.C}, V={big.V} every test scene is scored against all V**C = {big.space.n_objects:,} objects "
+                         f"({gib(max(needs))} per run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); "
+                         f"lower V or C (the memory grows as V**C)" + (", or run the jobs one at a time (executor none)" if at_once else "")
+                         + ", or run where more memory is free")
+    return need
 
 # %% ../nbs/05_coverage.ipynb #4b49d995
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]

@@ -6,11 +6,15 @@
 from __future__ import annotations
 
 import contextlib
+import dis
+import functools
 import importlib
 import json
 import logging
 import os
 import re
+import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -19,7 +23,7 @@ import warnings
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -106,10 +110,12 @@ class Encoder:
     forward: Callable[[Any], torch.Tensor | np.ndarray] = field(repr=False)  # model inputs -> [n, dim]
     device: str = "cpu"
     model: Any = field(default=None, repr=False)  # the underlying module, for inspection
+    identify: Callable[[], str] | None = field(default=None, repr=False)  # a plain callable's: what it computes now (see `as_encoder`)
 
     def identity(self) -> dict:
-        "What the cache key is made of, apart from the data."
-        return dict(name=self.name, weights=self.weights, modality=self.modality, preprocess=self.preprocess)
+        "What the cache key is made of, apart from the data; `identify`, if set, completes `weights` (a ValueError when it cannot)."
+        weights = self.weights if self.identify is None else f"{self.weights}:{self.identify()}"
+        return dict(name=self.name, weights=weights, modality=self.modality, preprocess=self.preprocess)
 
     def __call__(self, items: Sequence) -> np.ndarray:
         "Embed one batch of items: `prepare`, then `forward` under `torch.inference_mode`, as `float32` `[n, dim]`."
@@ -125,29 +131,125 @@ def _as_embeddings(out, n: int, name: str) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 # %% ../nbs/02_encoders.ipynb #ae3cfaa1
+class _Unknowable(Exception):
+    "What a plain callable computes cannot be read from it; the message says which part."
+
+_KEY_DEPTH = 12   # how many levels of globals read by globals (functions, containers) are followed
+_LIBRARY_DIRS = tuple(sorted({str(Path(p).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_paths().get(k))}))
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, type(...))
+
+def _is_library(obj) -> bool:
+    "Whether the function or class `obj` comes from an installed library (standard library, site-packages): then its name says what it is."
+    module = getattr(obj, "__module__", None)
+    if module == "__main__" or module not in sys.modules: return False        # a script, a notebook, or code made by exec
+    file = getattr(sys.modules[module], "__file__", None)
+    if file is None: return True                                              # a built-in module
+    file = str(Path(file).resolve())
+    return any(file.startswith(d + os.sep) for d in _LIBRARY_DIRS)
+
+def _library_name(v) -> str | None:
+    "`module.qualname` of a library object that is found under that name (a C function, numpy's dispatchers), else None."
+    module, qualname = getattr(v, "__module__", None), getattr(v, "__qualname__", None)
+    if not (isinstance(module, str) and isinstance(qualname, str) and _is_library(v)): return None
+    found = sys.modules[module]
+    for part in qualname.split("."): found = getattr(found, part, None)
+    return f"{module}.{qualname}" if found is v else None
+
+def _global_names(code: types.CodeType) -> set[str]:
+    "The global names that `code` (nested code included) reads."
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    return names.union(*[_global_names(k) for k in code.co_consts if isinstance(k, types.CodeType)])
+
+def _code_parts(code: types.CodeType) -> list:
+    "What a code object computes: its bytecode, the names and constants it uses, nested code included (no line numbers)."
+    consts = [_code_parts(k) if isinstance(k, types.CodeType) else _identity(k, 0, frozenset()) for k in code.co_consts]
+    return [code.co_code.hex(), list(code.co_names), [code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount], consts]
+
+def _function_identity(fn: types.FunctionType, depth: int, seen: frozenset) -> str:
+    "A function's code, the globals it reads (each by its own identity) and its defaults, or a library function's name; and its closure."
+    library = _is_library(fn)                                       # its code and globals change with the library's version only
+    builtins = getattr(fn, "__builtins__", {})
+    def read(name: str) -> str:
+        if name not in fn.__globals__: return f"builtin:{name}" if name in builtins else f"unbound:{name}"
+        try: return _identity(fn.__globals__[name], depth, seen)
+        except _Unknowable as e: raise _Unknowable(f"{fn.__qualname__} reads the global {name!r}: {e}") from None
+    try: cells = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError: raise _Unknowable(f"{fn.__qualname__} closes over a variable not yet assigned") from None
+    try: closure = [_identity(c, depth, seen) for c in cells]   # a library decorator's closure holds the function it wraps
+    except _Unknowable as e: raise _Unknowable(f"{fn.__qualname__} closes over {e}") from None
+    if library: return fingerprint(["function", f"{fn.__module__}.{fn.__qualname__}", closure], length=None)
+    reads = [(n, read(n)) for n in sorted(_global_names(fn.__code__))]
+    return fingerprint(["function", _code_parts(fn.__code__), reads, closure, _identity((fn.__defaults__, fn.__kwdefaults__), depth, seen)], length=None)
+
+def _class_identity(cls: type, depth: int, seen: frozenset) -> str:
+    "A library class by its name; one defined here by its bases, its methods' code and its plain class attributes."
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if _is_library(cls): return f"class:{name}"
+    code = (types.FunctionType, staticmethod, classmethod, property)
+    slot = (types.MemberDescriptorType, types.GetSetDescriptorType)   # instance attributes: the instance's state, not the class's
+    wanted = lambda k, v: isinstance(v, code) or not (isinstance(v, slot) or k == "_abc_impl" or (k.startswith("__") and k.endswith("__")))
+    return fingerprint(["class", name, [_identity(b, depth, seen) for b in cls.__bases__],
+                        [(k, _identity(v, depth, seen)) for k, v in sorted(vars(cls).items()) if wanted(k, v)]], length=None)
+
+def _identity(v, depth: int, seen: frozenset) -> str:
+    "A string that changes whenever what `v` holds or computes would; `_Unknowable` when that cannot be read from it."
+    if isinstance(v, _PLAIN): return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, types.ModuleType): return f"module:{v.__name__}"
+    if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind != "O":
+        return f"array:{v.dtype.str}:{np.shape(v)}:{fingerprint(np.asarray(v), length=None)}"
+    if isinstance(v, torch.Tensor):
+        try: raw = v.detach().cpu().flatten().view(torch.uint8).numpy()
+        except Exception as e: raise _Unknowable(f"a tensor whose values cannot be read ({type(e).__name__})") from None
+        return f"tensor:{v.dtype}:{tuple(v.shape)}:{fingerprint(raw, length=None)}"
+    if isinstance(v, (PurePath, np.dtype, torch.dtype, torch.device)): return f"{type(v).__name__}:{v}"
+    if isinstance(v, re.Pattern): return f"regex:{v.flags}:{v.pattern!r}"
+    if isinstance(v, (types.BuiltinFunctionType, np.ufunc, types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+        owner = getattr(v, "__self__", None)                       # None, a module or a class: a C function, known by its name
+        if owner is None or isinstance(owner, (types.ModuleType, type)):
+            return f"builtin:{getattr(v, '__module__', None) or getattr(owner, '__name__', '')}.{getattr(v, '__qualname__', v.__name__)}"
+    if id(v) in seen: return "cycle"                            # a function that calls itself, a list that holds itself
+    if depth > _KEY_DEPTH: raise _Unknowable(f"it nests more than {_KEY_DEPTH} levels deep")
+    seen, depth = seen | {id(v)}, depth + 1
+    if isinstance(v, (tuple, list)): return f"{type(v).__name__}:" + fingerprint([_identity(x, depth, seen) for x in v], length=None)
+    if isinstance(v, (set, frozenset)): return f"{type(v).__name__}:" + fingerprint(sorted(_identity(x, depth, seen) for x in v), length=None)
+    if isinstance(v, dict): return "dict:" + fingerprint(sorted((_identity(k, depth, seen), _identity(x, depth, seen)) for k, x in v.items()), length=None)
+    if isinstance(v, types.FunctionType): return _function_identity(v, depth, seen)
+    if isinstance(v, functools.partial):
+        return fingerprint(["partial", _identity(v.func, depth, seen), _identity(v.args, depth, seen), _identity(v.keywords, depth, seen)], length=None)
+    if isinstance(v, (types.MethodType, types.BuiltinFunctionType)):   # bound to an object: what it computes depends on that object
+        return fingerprint(["method", getattr(v, "__qualname__", v.__name__), _identity(getattr(v, "__func__", None), depth, seen),
+                            _identity(v.__self__, depth, seen)], length=None)
+    if isinstance(v, (staticmethod, classmethod)): return _identity(v.__func__, depth, seen)
+    if isinstance(v, property): return fingerprint(["property", *[_identity(f, depth, seen) for f in (v.fget, v.fset, v.fdel)]], length=None)
+    if isinstance(v, type): return _class_identity(v, depth, seen)
+    if name := _library_name(v): return f"library:{name}"
+    raise _Unknowable(f"an instance of {type(v).__qualname__}, whose state cannot be read")
+
 def _code_identity(fn: Callable) -> str:
-    "What an unnamed function computes, as far as can be seen: its code (nested code included), its default arguments and the values it closes over."
-    code = getattr(fn, "__code__", None)
-    if code is None: return ""
-    parts = lambda c: [c.co_code, list(c.co_names), [parts(k) if isinstance(k, types.CodeType) else repr(k) for k in c.co_consts]]
-    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())] + [getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
-    try: return fingerprint(parts(code), *cells)
-    except TypeError: return fingerprint(parts(code), *[f"{type(c).__name__}@{id(c)}" for c in cells])   # opaque values: this process only
+    "What a plain callable computes: its code, the globals it reads (functions by their code, modules by name, plain data by value), its closure and defaults."
+    return fingerprint(_identity(fn, 0, frozenset()))
 
 def as_encoder(fn: Callable[[list], Any] | Encoder,  # a function items -> [n, d], or an `Encoder` (returned as is)
                name: str | None = None,             # defaults to the function's `__name__`
                modality: str | None = None,         # 'image', 'text' or None (inferred from the items)
-               weights: str | None = None) -> Encoder:
-    "Wrap a callable `list -> np.ndarray` as an `Encoder`; an unnamed one (a lambda, a local function) is keyed by its code and closure too."
+               weights: str | None = None) -> Encoder:  # your own cache key: change it whenever `fn` computes something else
+    "Wrap a callable `list -> np.ndarray` as an `Encoder`, cached under `weights` if given, else under what `fn` computes when the cache is used."
     if isinstance(fn, Encoder): return fn
     if not callable(fn): raise ValueError(f"expected an Encoder or a callable list -> np.ndarray, got {type(fn).__name__}")
     if modality not in (None, "image", "text"): raise ValueError(f"modality must be 'image', 'text' or None, got {modality!r}")
+    if weights is not None and (not isinstance(weights, str) or not weights.strip()):
+        raise ValueError(f"weights must be a non-empty string that you change whenever the function computes something else, got {weights!r}")
     name = name or getattr(fn, "__name__", type(fn).__name__)
+    def identify() -> str:                                          # read when a cache key is made, so a global changed since counts
+        try: return _code_identity(fn)
+        except _Unknowable as e:
+            raise ValueError(f"cannot cache the embeddings of {name!r}: what it computes cannot be read from it ({e}). Pass your own "
+                             f"cache key as weights= to as_encoder, e.g. embed(as_encoder(fn, name={name!r}, weights='v1'), ...), and "
+                             f"change it whenever the function or its state changes; or pass cache_dir=None for no cache") from None
     qualname = getattr(fn, "__qualname__", name)
-    anonymous = "<" in qualname                                   # a lambda or a local function: its name does not tell two apart
-    weights = weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}" + (f":{_code_identity(fn)}" if anonymous else "")
-    return Encoder(name=name, modality=modality, weights=weights, preprocess="callable", dim=None,
-                   prepare=lambda items: items, forward=fn)
+    return Encoder(name=name, modality=modality, weights=weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}", preprocess="callable",
+                   dim=None, prepare=lambda items: items, forward=fn, identify=None if weights else identify)
+
 
 # %% ../nbs/02_encoders.ipynb #b1a97670
 def _env_flag(var: str) -> bool: return os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")

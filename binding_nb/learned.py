@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
-from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, regime,
+from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, refuse_other_data, regime,
                                    select_on_validation, settings_mismatch, warn_memorisation)
 from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
 from .encoders import check_cache_dir, file_signature, read_cache, write_cache
@@ -26,14 +26,15 @@ from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
-from .train import RunConfig, TrainingDiverged, embed_all_queries, load_model, read_checkpoint
-from .utils import fingerprint, in_processes, is_set_aside, save_figure, verified_digest, whole_number, writable_folder
+from .train import RunConfig, TrainingDiverged, check_config, embed_all_queries, load_model, read_checkpoint
+from .utils import (fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest, whole_number,
+                              writable_folder)
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
            'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
            'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
-           'architecture_name', 'train_models', 'trained_models', 'binding_study', 'pearson_interval',
+           'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study', 'pearson_interval',
            'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
@@ -90,8 +91,13 @@ def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarra
     if emb is None:
         if path is not None: check_cache_dir(cache_dir, write=True)     # a read-only cache serves hits; a miss needs to write, so say so first
         emb = np.asarray(embed_scenes(scenes), np.float32)
-        if emb.shape[0] != len(scenes): raise ValueError(f"{name}: embed_scenes returned {emb.shape[0]} rows for {len(scenes)} scenes")
+        if emb.ndim != 2 or emb.shape[0] != len(scenes):
+            raise ValueError(f"{name}: embed_scenes returned shape {emb.shape} for {len(scenes)} scenes; it must return one row per scene, [n, d]")
         if path is not None: write_cache(path, emb, key, dict(name=name, n_scenes=len(scenes), seed=seed))
+    want = {"values": (space.n_values, emb.shape[1]), "objects": (space.n_objects, emb.shape[1])}
+    got = {"values": tuple(np.shape(values)), "objects": tuple(np.shape(objects))}
+    if got != want: raise ValueError(f"{name}: the query embeddings must be one row per concept value and one per object, as wide as the "
+                                     f"scene embeddings ({emb.shape[1]}): need {want}, got {got}")
     table = SceneTable(space, emb, scenes, np.zeros((0, emb.shape[1]), np.float32), np.zeros(0, np.int64), name)
     t = lambda x: torch.as_tensor(np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x), dtype=torch.float32)
     fit = np.arange(space.n_objects) if model_fit is None else np.sort(np.asarray(model_fit))
@@ -137,12 +143,12 @@ LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
              *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status",
-             *ADDED_LATER),
+             "data", *ADDED_LATER),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
-    text=("run", "family", "cell", "status", "form", "regime"),
+    text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
     checks=fit_row_checks,
-    defaults=dict(ADDED_LATER),                                        # tables from before these columns
+    defaults={"data": np.nan, **ADDED_LATER},                          # tables from before these columns
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
 PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
 
@@ -179,7 +185,9 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
     warn_memorisation(cells, {f"{lb.name}, fraction {f:g}": n for (f, _), n in n_fit.items()})
     key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, steps, batch_size, eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
     made = made_settings([(key(f, s, c), dict(run=lb.name, **c.columns(), coverage=f, seed=s)) for (f, s) in splits for c in cells])
-    done = set(LEARNED_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made)).cell.astype(str))   # hand-edited rows set aside
+    results, data = LEARNED_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made)), fingerprint(lb.key, length=12)  # hand-edited rows set aside
+    refuse_other_data(results, lb.name, data, path)                      # one run name, one binding function
+    done = set(results.cell.astype(str))
     todo = [(f, s, c) for (f, s) in splits for c in cells if key(f, s, c) not in done]
     t, v = lb.table, lb.table.values
     for f, s, c in tqdm(todo, desc=f"approximators: {lb.name}", disable=not progress or not todo):
@@ -194,7 +202,7 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
             val_score=(val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": val[k] for k in ("concept_acc", "object_acc", "r2")},
             **test, **per_set, train_r2=r2_score(t.emb[sp.train], app.predict(v[sp.train])) if app else np.nan, n_train=len(sp.train),
             n_val=len(sp.val), fit_objects=n_fit[f, s], regime=regime(c, n_fit[f, s]), best_step=app.best_step if app else 0,
-            seconds=round(time.perf_counter() - t0, 2), cell=key(f, s, c), status=status))
+            seconds=round(time.perf_counter() - t0, 2), cell=key(f, s, c), status=status, data=data))
     results = LEARNED_RESULTS.read(path)
     return results[results.cell.astype(str).isin({key(f, s, c) for (f, s) in splits for c in cells})].reset_index(drop=True)
 
@@ -277,12 +285,32 @@ def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds,
     fields = _model_fields(m)
     return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
 
+def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[float], seeds: Sequence[int], n_scenes: int | None,
+                val_fraction: float, device="auto") -> None:
+    "Refuse, before anything is trained or fitted, what `binding_study` would fail on later: the device, each config, and each model's approximator splits."
+    resolve_device(device)
+    number_in(val_fraction, "val_fraction", 0, 1, low_open=True, high_open=True)
+    seeds = [whole_number(s, "seed", low=0) for s in seeds]
+    if not list(fractions) or not seeds: raise ValueError("nothing to fit: fractions and seeds must each be non-empty")
+    spaces = {}
+    for m in models:
+        if not isinstance(m, (TrainedModel, RunConfig)): raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got {type(m).__name__}")
+        cfg = check_config(m) if isinstance(m, RunConfig) else m.cfg
+        if cfg.max_objects < 2: raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes (max_objects >= 2)")
+        spaces.setdefault(cfg.space.values_per_concept, cfg)
+    for cfg in spaces.values():                      # the scenes and splits `fit_binding` will draw, without embeddings
+        scenes = binding_scenes(cfg.space, n_scenes)
+        table = SceneTable(cfg.space, np.zeros((len(scenes), 1), np.float32), scenes, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), cfg.run_name())
+        for f in fractions:
+            for s in seeds: holdout_split(table, f, approximator_seed(s), val_fraction)
+
 def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Cell], fractions: Sequence[float] = (0.5,), seeds: Sequence[int] = (0,),
                   output_dir=None, n_scenes: int | None = 20_000, steps: int = 2000, eval_every: int = 100, val_fraction: float = 0.1,
                   cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Every model's approximator fits (`learned_results.csv` rows with the model's fields) and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker."
     if not models: raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
     for c in cells: family(c.family)
+    check_study(models, fractions, seeds, n_scenes, val_fraction, device)
     out = writable_folder(output_dir, "output_dir", "pass a folder you can write to")
     if any(isinstance(m, RunConfig) for m in models):
         models_dir = writable_folder(models_dir if models_dir is not None else out / "models", "models_dir", "pass a folder you can write to")

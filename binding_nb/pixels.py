@@ -19,8 +19,8 @@ from .utils import whole_number
 
 # %% auto #0
 __all__ = ['BACKGROUND', 'MAX_PALETTE', 'LEVELS', 'BORDER', 'EVAL_SEED', 'CLIP', 'srgb_to_lab', 'palette', 'palette_separation',
-           'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'renderer_of', 'check_pixel_config',
-           'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
+           'largest_apart_square', 'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'renderer_of',
+           'check_pixel_config', 'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
 
 # %% ../nbs/07_pixels.ipynb #47508fce
 BACKGROUND = (0.0, 0.0, 0.0)    # black
@@ -62,6 +62,10 @@ def palette_separation(colours: np.ndarray) -> float:
 LEVELS = {1: "clean, no overlap", 2: "speckle noise, no overlap", 3: "speckle noise, overlap allowed"}
 BORDER = 2   # border width, pixels
 
+def largest_apart_square(size: int) -> int:
+    "The largest side `s` of two squares that always have places apart (in y or x by a side) on an image of side `size`, wherever the first lands."
+    return (whole_number(size, "image size", low=1) + 1) // 3   # corners 0..size-s: one in the middle leaves ceil((size-s)/2) >= s on its wider side
+
 @dataclass(frozen=True)
 class SquareRenderer:
     "Images of scenes of squares: concept 0 is a square's fill colour, concept 1 its border colour, from one palette of `V` colours."
@@ -81,18 +85,33 @@ class SquareRenderer:
         if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise, bool) and np.isfinite(self.noise) and self.noise >= 0):
             raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
 
+    def check_apart(self, objects: int) -> None:
+        "Raise a `ValueError` that says what to change when scenes of `objects` squares need places apart that this image may not have."
+        if objects < 2 or self.level == 3 or self.square <= (fits := largest_apart_square(self.size)): return
+        smaller = f"square <= {fits}, " if fits > 2 * BORDER else ""                          # else no square with a fill fits twice
+        raise ValueError(f"two squares of side {self.square} have no place apart on an image of side {self.size} when the first lands near the middle; "
+                         f"the largest square that always fits twice at levels 1-2 is {fits}: use {smaller}an image of side >= {3 * self.square - 1}, "
+                         f"one object per scene (max_objects=1) or level 3")
+
+    def far_corner(self, first: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        "Corners `[n, 2]` apart from `first` `[n, 2]`: on the image's edge farther from it along the axis with more room, `other`'s coordinate on the other."
+        last = self.size - self.square
+        edge, room = (2 * first < last).to(first.dtype) * last, torch.maximum(first, last - first)
+        along_y = room[:, :1] >= room[:, 1:]
+        return torch.where(torch.cat([along_y, ~along_y], 1), edge, other)
+
     def corners(self, present: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-        "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first."
+        "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first (`far_corner` where no try is)."
         n, slots = present.shape
         candidates = torch.randint(0, self.size - self.square + 1, (n, slots, self.tries, 2), generator=g, device=present.device)
         if self.level == 3 or slots == 1: return candidates[:, :, 0]
         if slots > 2: raise ValueError(f"scenes of squares hold at most two objects below level 3, got {slots} slots")
+        both = present.all(1)
+        if bool(both.any()): self.check_apart(2)
         first, second = candidates[:, 0, 0], candidates[:, 1]                                   # [n, 2], [n, tries, 2]
-        apart = ((second - first[:, None]).abs() >= self.square).any(-1) | ~present[:, :2].all(1, keepdim=True)
-        if not bool(apart.any(1).all()):
-            raise ValueError(f"two squares of side {self.square} found no place apart in {self.tries} tries on an image of side {self.size}: "
-                             f"use a larger image or a smaller square")
-        return torch.stack([first, second[torch.arange(n, device=present.device), apart.int().argmax(1)]], 1)
+        apart = ((second - first[:, None]).abs() >= self.square).any(-1) | ~both[:, None]       # [n, tries]
+        tried = second[torch.arange(n, device=present.device), apart.int().argmax(1)]         # the first try apart
+        return torch.stack([first, torch.where(apart.any(1, keepdim=True), tried, self.far_corner(first, second[:, 0]))], 1)
 
     def render(self, scenes, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         "Images `[n, 3, size, size]` in [0, 1] of `scenes` `[n, slots, 2]` (values, -1 for an empty slot), and the corners `[n, slots, 2]` used."
@@ -160,7 +179,7 @@ def check_pixel_config(cfg: ModelConfig) -> None:
     if cfg.n_concepts != 2: raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got C={cfg.n_concepts}")
     if cfg.max_objects > 2: raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got {cfg.max_objects}")
     if cfg.share_embedding: raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token embedding): leave it False")
-    renderer_of(cfg)
+    renderer_of(cfg).check_apart(cfg.max_objects)
     check_stem(cfg.image_size, cfg.patch, cfg.conv_depth, cfg.conv_channels)
 
 # %% ../nbs/07_pixels.ipynb #6683d8e7
@@ -200,6 +219,11 @@ def rendered_table(encoder, renderer: SquareRenderer, scenes: np.ndarray, name: 
     from binding_nb.datasets.core import as_images      # imported here: a pixel run needs neither PIL nor the encoders
     from binding_nb.encoders import embed
     scenes = np.asarray(scenes)
+    if scenes.ndim != 3 or scenes.shape[1:] != (2, 2) or len(scenes) == 0 or (empty := (scenes < 0).any(-1).any(-1)).any():
+        got = f"{int(empty.sum())} of {len(scenes)} scenes with an empty slot (-1)" if scenes.ndim == 3 and scenes.shape[1:] == (2, 2) and len(scenes) else f"shape {scenes.shape}"
+        raise ValueError(f"rendered_table takes scenes [n, 2, 2] with two objects in every one (§5.1 approximates how an encoder binds two objects; "
+                         f"a one-object scene has nothing to bind), got {got}: pass two-object scenes such as binding_scenes(ConceptSpace([V, V]), n)")
+    renderer.check_apart(2)
     images = renderer.render(torch.as_tensor(scenes), EVAL_SEED)[0]
     pixels = (images.permute(0, 2, 3, 1) * 255).round().to(torch.uint8).numpy()
     emb = embed(encoder, as_images(pixels), batch_size, cache_dir, progress)

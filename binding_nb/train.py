@@ -28,12 +28,12 @@ from .utils import (CorruptFileError, fingerprint, make_generator, read_verified
                               whole_number, writable_folder, write_verified)
 
 # %% auto #0
-__all__ = ['PIXEL_SETTINGS', 'MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'RunConfig',
-           'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
-           'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'warmup_linear_decay', 'make_optimizer',
-           'concept_weight_at', 'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best',
-           'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path', 'load_model',
-           'TrainingDiverged', 'fit', 'result_row', 'setup_run', 'train_run']
+__all__ = ['PIXEL_SETTINGS', 'MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'HOW_TO_RUN',
+           'RunConfig', 'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data',
+           'embed_all_queries', 'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'warmup_linear_decay',
+           'make_optimizer', 'concept_weight_at', 'train_step', 'add_slow_gradients', 'TrainState', 'validation_score',
+           'keep_best', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path',
+           'load_model', 'TrainingDiverged', 'fit', 'result_row', 'setup_run', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -367,7 +367,7 @@ def _foreign(path: Path, why: str) -> ValueError:
     return ValueError(f"{path} is not a checkpoint written by binding_nb ({why}); it was left untouched: move it away or pass another checkpoint path")
 
 def read_checkpoint(path: str | Path) -> dict:
-    "The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint."
+    "The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint or its config holds settings `RunConfig` does not know."
     path = Path(path)
     if not path.is_file(): raise ValueError(f"checkpoint {path} is {'a folder' if path.is_dir() else 'missing'}: pass the path of a checkpoint file")
     payload = read_verified(path, "checkpoint")                      # None: no digest header (not ours, or from before digests)
@@ -378,26 +378,64 @@ def read_checkpoint(path: str | Path) -> dict:
     if not isinstance(ck, dict) or not {"config", "model", "step"} <= ck.keys():
         if payload is None: raise _foreign(path, "it lacks a run's config, model and step")
         raise CorruptFileError(f"{path} lacks a run's config, model and step")
+    if not isinstance(ck["config"], dict): raise ValueError(f"{path} holds a config that is not a dict of settings; it was left untouched: pass another checkpoint path")
+    if unknown := sorted(set(ck["config"]) - {f.name for f in fields(RunConfig)}):
+        raise ValueError(f"{path} was written with settings this version of binding_nb does not know ({', '.join(map(str, unknown))}); "
+                         "it was left untouched: read it with the binding_nb version that wrote it, or pass another checkpoint path")
     return ck
 
 # %% ../nbs/B4_training.ipynb #75ed16a7
+# The settings a run may resume under changed values of (the new values hold from then on): none changes what is trained.
+#   device, amp, compile, layout: where, and in what float arithmetic, the same steps run (bf16 autocast, compiled kernels,
+#     attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly, where the arithmetic is the same).
+#     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU checkpoint on CUDA.)
+#   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the random stream.
+#   n_test_scenes: the test scenes are drawn after the validation scenes and read only once training is over.
+# Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
+# eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside model_key, as
+# what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
+HOW_TO_RUN = ("device", "amp", "compile", "layout", "log_every", "ckpt_every", "n_test_scenes")
+
+def _trained_differences(saved: dict, cfg: RunConfig) -> list[str]:
+    "The settings outside `HOW_TO_RUN` in which a checkpoint's config (settings it lacks at their defaults) and `cfg` differ."
+    saved, now = asdict(RunConfig(**saved)), asdict(cfg)
+    return [f"{k} {saved[k]!r}, now {now[k]!r}" for k in now if k not in HOW_TO_RUN and saved[k] != now[k]]
+
 def load_checkpoint(path: str | Path, cfg: RunConfig | None = None) -> dict | None:
-    "The checkpoint at `path` to resume from, or `None` when there is none; a damaged or mismatched one is set aside."
+    "The checkpoint at `path` to resume from, or `None` when there is none; a damaged one, or one written for `cfg` with other settings than `HOW_TO_RUN`, is set aside."
     path = Path(path)
     if not path.exists(): return None
     try: ck = read_checkpoint(path)
     except CorruptFileError as e: set_aside(path, f"could not be read: {str(e).removeprefix(f'{path} ')}"); return None
-    if cfg is not None and {k: v for k, v in ck["config"].items() if k != "device"} != \
-            {k: v for k, v in asdict(cfg).items() if k != "device"}:
-        set_aside(path, "was written for a different configuration"); return None
+    if cfg is not None and (changed := _trained_differences(ck["config"], cfg)):
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        set_aside(path, f"was written for a different configuration ({'; '.join(changed[:3])}{more})"); return None
     return ck
 
 # %% ../nbs/B4_training.ipynb #8c62ef73
-def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched, generator: torch.Generator) -> TrainState:
-    "Load a checkpoint's model, optimiser, schedule and generator state; its `TrainState` (a fresh one without `ck`)."
+def _load_state(path: str | Path | None, model: torch.nn.Module, weights: dict, opt: torch.optim.Optimizer | None = None,
+                state: dict | None = None) -> None:
+    "Load a checkpoint's `weights` (and optimiser `state`); a `ValueError` naming `path` when they do not fit the model its config describes."
+    try:
+        model.load_state_dict(weights)
+        if opt is not None: opt.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError) as e:
+        lines = [l.strip() for l in str(e).splitlines() if l.strip() and not l.startswith("Error(s) in loading")] or [type(e).__name__]
+        why = lines[0][:300] + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "")
+        raise ValueError(f"{path or 'the checkpoint'} holds weights that do not fit the model its own config describes ({why}): "
+                         "its config or weights were changed after it was written; it was left untouched: "
+                         "pass another checkpoint path, or move it away to train afresh") from None
+
+def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched, generator: torch.Generator,
+           path: str | Path | None = None) -> TrainState:
+    "Load a checkpoint's model, optimiser, schedule and generator state; its `TrainState` (a fresh one without `ck`). `path`: named in errors."
     if ck is None: return TrainState()
-    model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
-    generator.set_state(ck["generator"].to(generator.get_state().device))
+    _load_state(path, model, ck["model"], opt, ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
+    try: generator.set_state(ck["generator"].to(generator.get_state().device))
+    except RuntimeError:   # a CPU generator's state does not fit a CUDA generator, nor the other way round
+        raise ValueError(f"{path or 'the checkpoint'} was written on another kind of device than {generator.device}, whose random stream "
+                         "of batches cannot be continued here; it was left untouched: resume it on the kind of device that wrote it, "
+                         "or move it away to train afresh") from None
     return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__})
 
 # %% ../nbs/B4_training.ipynb #4c60f0b2
@@ -414,7 +452,7 @@ def load_model(path: str | Path, device: str = "auto") -> tuple[DualEncoder, Run
     ck = read_checkpoint(path)
     cfg = RunConfig(**ck["config"])
     model = new_model(cfg)
-    model.load_state_dict(ck["best_model"] or ck["model"])
+    _load_state(path, model, ck["best_model"] or ck["model"])
     return model.to(resolve_device(device)).eval(), cfg
 
 # %% ../nbs/B4_training.ipynb #3095acd3
@@ -491,7 +529,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
-    state = resume(load_checkpoint(path, cfg) if path is not None else None, model, opt, sched, g)
+    state = resume(load_checkpoint(path, cfg) if path is not None else None, model, opt, sched, g, path)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)

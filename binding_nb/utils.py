@@ -89,8 +89,9 @@ def is_set_aside(path: str | os.PathLike) -> bool:
     return bool(_SET_ASIDE.search(Path(path).name))
 
 # %% ../nbs/utils.ipynb #75ece652
-def writable_folder(folder: str | os.PathLike, what: str, advice: str) -> Path:
+def writable_folder(folder: str | os.PathLike | None, what: str, advice: str) -> Path:
     "`folder`, created if missing, once a file could be written in it; else an error naming `what` it is for, and `advice`."
+    if folder is None or str(folder) == "": raise ValueError(f"{what} is {folder!r}: name a folder; {advice}")
     folder = Path(folder)
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
@@ -277,15 +278,25 @@ def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) ->
     display(HTML(re.sub(r">\s+<", "><", html)))                     # the layout whitespace between tags: half of the bytes
 
 # %% ../nbs/utils.ipynb #c2d9e4f1
+def _worker_start(parent: int, poll: float = 1.0) -> None:
+    "A worker's start: one torch thread, and a watcher that ends the worker once `parent` is gone (killed, not just finished), so none is left idle for ever."
+    import threading
+    torch.set_num_threads(1)
+    def watch() -> None:
+        while os.getppid() == parent: time.sleep(poll)
+        os._exit(1)                                       # the parent died: its queue will never be read again
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
 def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
-    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked), or here when one worker will do or fork is not available."
+    "`fn(*job)` for every job, in `workers` processes of one torch thread each (forked, each ending if this process dies), or here when one worker will do or fork is not available."
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from tqdm import tqdm
     if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods(): return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
-                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
+                             initializer=_worker_start, initargs=(os.getpid(),)) as pool:
         return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))
+
 
 # %% ../nbs/utils.ipynb #6a1f0e02
 def repo_root() -> Path | None:

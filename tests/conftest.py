@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=f"{mark} test: run with {opt}"))
 
 
-def run_parameter_check(notebook, **params) -> dict:
+def run_parameter_check(notebook, cwd=None, **params) -> dict:
     """Run `notebook` as papermill would with `params` (the values `-p` passes), but only through the cell after its parameters
     cell (the page's check of every parameter), in this process: the namespace it leaves. Bad values raise here, before any work."""
     import json
@@ -34,12 +34,12 @@ def run_parameter_check(notebook, **params) -> dict:
     notebook = Path(notebook)
     cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
     at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
-    namespace, cwd = {"__name__": "__main__"}, os.getcwd()
-    os.chdir(notebook.parent)
+    namespace, here = {"__name__": "__main__"}, os.getcwd()
+    os.chdir(notebook.parent if cwd is None else cwd)
     try:
         for c in cells[:at + 1]: exec(compile("".join(c["source"]), f"{notebook.name} cell {cells.index(c)}", "exec"), namespace)
         namespace.update(params)
         exec(compile("".join(cells[at + 1]["source"]), f"{notebook.name} parameter check", "exec"), namespace)
     finally:
-        os.chdir(cwd)
+        os.chdir(here)
     return namespace

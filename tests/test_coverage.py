@@ -8,7 +8,7 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, summarize_coverage
+from binding_nb.coverage import COVERAGE_RESULTS, check_eval_memory, eval_memory, run_sweep, summarize_coverage
 from binding_nb.train import RunConfig
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -68,6 +68,7 @@ def test_finished_runs_are_not_retrained(tmp_path):
     (dict(device="tpu7"), "pass 'auto', 'cpu', 'cuda'"),
     (dict(architectures=["transformer", "lstm"]), "architecture must be one of"),
     (dict(threads=2.5), "threads must be a whole number, got 2.5"),
+    (dict(C=6, V=50), "GiB of memory, but"),                   # |O| = 50**6: about 100,000 GiB to evaluate, on any machine
 ])
 def test_bad_input_fails_at_once(tmp_path, params, message):
     out_dir = tmp_path / "results"; out_dir.mkdir()
@@ -109,6 +110,43 @@ def test_an_empty_output_dir_is_refused_before_anything_is_written(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="output_dir is empty"): run_parameter_check(NB, output_dir="", **TINY)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_dir_below_a_file_is_refused_before_anything_is_written(tmp_path):
+    "-p output_dir <file>/sub used to pass the check, then fail in mkdir with a raw traceback once the sweep began."
+    from conftest import run_parameter_check
+    f = tmp_path / "results.txt"; f.write_text("keep me")
+    for out in (f / "sub", f / "sub" / "deeper"):
+        with pytest.raises(ValueError, match=re.escape(f"{str(f)!r} on its path is a file, not a folder")):
+            run_parameter_check(NB, output_dir=str(out), **TINY)
+        with pytest.raises(ValueError, match="on its path is a file"): run_sweep(RunConfig(steps=10), [[2, 6]], [0.5], [0], out)
+    assert f.read_text() == "keep me" and list(tmp_path.iterdir()) == [f]
+
+
+def test_eval_memory_estimate():
+    "`evaluate` scores chunks of 512 scenes against all V**C objects: 13 bytes a (scene, object) pair, plus per-object arrays."
+    main = RunConfig(C=2, V=50)                                # the main job: about 17 MB
+    assert eval_memory(main) == 2500 * (512 * 13 + 4 * 64 + 40) and check_eval_memory([main], available=2 ** 30) == eval_memory(main)
+    assert eval_memory(RunConfig(C=2, V=50, n_val_scenes=64, n_test_scenes=100)) == 2500 * (100 * 13 + 4 * 64 + 40)
+    assert eval_memory(RunConfig(C=4, V=50)) == 50 ** 2 * eval_memory(main)                 # grows as V**C
+    with pytest.raises(ValueError, match=r"would need about 40\.5 GiB of memory, but 16\.0 GiB is available.*lower V or C"):
+        check_eval_memory([RunConfig(C=4, V=50)], available=16 * 2 ** 30)
+    three = [RunConfig(C=3, V=50, seed=s) for s in range(3)]   # 0.8 GiB each
+    assert check_eval_memory(three, available=2 ** 30) == eval_memory(three[0])           # in process: one run at a time
+    with pytest.raises(ValueError, match=r"about 2\.4 GiB .* 3 runs at once.*one at a time"):
+        check_eval_memory(three, available=2 ** 30, at_once=True)                          # local jobs: side by side
+
+
+def test_a_sweep_too_large_to_evaluate_is_refused_in_the_check_cell(tmp_path):
+    "-p C 4 -p V 50 used to run out of memory once training reached its first evaluation (6.25M objects scored per scene)."
+    from conftest import run_parameter_check
+    out_dir = tmp_path / "results"
+    sixteen = lambda device: 16 * 2 ** 30                      # this machine's free memory, fixed so that the test holds anywhere
+    with pytest.raises(ValueError, match=r"would need about 40\.5 GiB of memory, but 16\.0 GiB is available"):
+        run_parameter_check(NB, output_dir=str(out_dir), **{**TINY, "C": 4, "V": 50, "available_memory": sixteen})
+    assert not out_dir.exists()
+    ns = run_parameter_check(NB, output_dir=str(out_dir), available_memory=sixteen)   # the defaults: the committed main job
+    assert (ns["C"], ns["V"], len(ns["configs"])) == (2, 50, 15) and not out_dir.exists()
 
 
 @pytest.mark.parametrize("params, message", [

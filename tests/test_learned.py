@@ -138,3 +138,51 @@ def test_a_moved_or_touched_checkpoint_is_not_fitted_again(tiny_model, tmp_path,
     again = fit_binding(learned_binding(moved, name=first.run.iloc[0], device="cpu"), cells, [0.5], [0], tmp_path / "out", steps=20, eval_every=10,
                         device="cpu", progress=False)
     assert len(again) == 1 and len(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path / "out"))) == 1
+
+
+def test_one_run_name_holds_one_binding_function(tmp_path):
+    "Two different binding functions under one run name are refused, not mixed in one table; the same one again fits nothing."
+    space, cells = ConceptSpace([8, 8]), [Cell("additive", 8, 1e-2)]
+    fit_binding(known_binding(space, "bag", rank=16), cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    other = known_binding(space, "bag", rank=16, seed=1)                # same name, other embeddings
+    with pytest.raises(ValueError, match="one run name must name one"):
+        fit_binding(other, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    again = fit_binding(known_binding(space, "bag", rank=16), cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
+    assert len(again) == 1 and len(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path))) == 1
+
+
+@pytest.mark.parametrize("embed, values, objects, message", [
+    (lambda s: np.zeros(len(s), np.float32), np.zeros((16, 4)), np.zeros((64, 4)), r"shape \(4096,\) for 4096 scenes"),
+    (lambda s: np.zeros((len(s), 4), np.float32), np.zeros((16, 5)), np.zeros((64, 4)), r"need \{'values': \(16, 4\)"),
+    (lambda s: np.zeros((len(s), 4), np.float32), np.zeros((16, 4)), np.zeros((60, 4)), r"got \{'values': \(16, 4\), 'objects': \(60, 4\)\}"),
+])
+def test_a_binding_function_of_the_wrong_shape_is_refused_clearly(embed, values, objects, message):
+    with pytest.raises(ValueError, match=message): learned.binding_of("mine", ConceptSpace([8, 8]), embed, values, objects, "k")
+
+
+def _nothing_trained(monkeypatch):
+    monkeypatch.setattr(learned, "run_one", lambda *a, **k: pytest.fail("a model was trained before the study's settings were checked"))
+
+
+@pytest.mark.parametrize("configs, options, message", [
+    ([RunConfig(C=2, V=6)], dict(device="cuda"), "asks for CUDA but none is available"),
+    ([RunConfig(C=2, V=6)], dict(val_fraction=0), "val_fraction must be in (0, 1)"),
+    ([RunConfig(C=2, V=32)], dict(n_scenes=None), "pass n_scenes"),
+    ([RunConfig(C=2, V=6), RunConfig(C=2, V=1)], {}, "V (values per concept) must be"),
+    ([RunConfig(C=2, V=6), RunConfig(C=2, V=6, max_objects=1)], {}, "two-object scenes"),
+    ([RunConfig(C=2, V=6)], dict(fractions=[0.999]), "leaves no test scene"),
+])
+def test_a_study_refuses_before_the_first_training(tmp_path, monkeypatch, configs, options, message):
+    "binding_study checks the device, every config and every model's approximator splits before it trains the first model."
+    if options.get("device") == "cuda" and torch.cuda.is_available(): pytest.skip("this machine has CUDA")
+    _nothing_trained(monkeypatch)
+    with pytest.raises(ValueError) as e:
+        learned.binding_study(configs, [Cell("additive", 8, 1e-2)], output_dir=tmp_path / "out", **options)
+    assert message in str(e.value), str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_space_too_large_to_enumerate_is_refused_by_the_parameter_check(tmp_path):
+    from conftest import run_parameter_check
+    with pytest.raises(ValueError, match="pass n_scenes"): run_parameter_check(NB, output_dir=str(tmp_path / "out"), V=32, n_scenes=None)
+    assert not (tmp_path / "out").exists()

@@ -22,3 +22,29 @@ def test_committed_data_is_found_from_anywhere(where, tmp_path):
     code = "from binding_nb.utils import repo_path; print(repo_path('results/plateau/cpu_search.csv'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(out) == ROOT / "results" / "plateau" / "cpu_search.csv" and Path(out).is_file()
+
+
+def _pages_with_parameters() -> list[str]:
+    has = lambda p: any("parameters" in c["metadata"].get("tags", []) for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
+    return sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb") if has(p))
+
+
+@pytest.mark.parametrize("page", _pages_with_parameters())
+def test_every_page_checks_its_defaults_from_the_root(page, tmp_path):
+    "Each page's parameter check passes on its defaults when run from the repository root (as the README runs pages), writing nothing there."
+    from conftest import run_parameter_check
+    source = "".join(next(c["source"] for c in json.loads((ROOT / "nbs" / page).read_text())["cells"]
+                          if "parameters" in c["metadata"].get("tags", [])))
+    folders = {name: str(tmp_path / name) for name in ("output_dir", "cache_dir") if re.search(rf"^{name}\b", source, re.M)}
+    before = sorted(p.name for p in ROOT.iterdir())
+    run_parameter_check(ROOT / "nbs" / page, cwd=ROOT, **folders)
+    assert sorted(p.name for p in ROOT.iterdir()) == before
+
+
+def test_a_page_runs_end_to_end_from_the_root(tmp_path):
+    "05a, shortened, run by papermill from the repository root: it reads the committed tables it needs wherever it is run."
+    out = tmp_path / "out.ipynb"
+    run = subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "nbs" / "05a_plateau.ipynb"), str(out), "-p", "steps", "50"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Traceback" not in out.read_text()

@@ -1,5 +1,5 @@
 """Tests of 07_pixels beyond the page's own: the renderer's labels on many scenes, a resumed pixel run, overfitting, parameters checked first."""
-import json, subprocess, sys
+import hashlib, json, subprocess, sys
 from pathlib import Path
 
 import numpy as np
@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from binding_nb.models import DualEncoder, batch_loss
-from binding_nb.pixels import LEVELS, PixelSceneTower, SquareRenderer, palette, pixel_towers
+from binding_nb.pixels import LEVELS, PixelSceneTower, SquareRenderer, largest_apart_square, palette, pixel_towers, rendered_table
 from binding_nb.scenes import ConceptSpace
 from binding_nb.tokens import make_batch
-from binding_nb.train import RunConfig, load_checkpoint, train_run
+from binding_nb.train import RunConfig, check_config, load_checkpoint, train_run
 
 torch.set_num_threads(1)
 NB = Path(__file__).resolve().parents[1] / "nbs" / "07_pixels.ipynb"
@@ -88,6 +88,8 @@ def test_a_resumed_pixel_run_renders_what_it_would_have(tmp_path):
     (dict(query="mlp"), "query must be"),
     (dict(noise=-1), "noise"),
     (dict(coverages="[1.5]"), "coverage"),
+    (dict(square=12), "the largest square that always fits twice at levels 1-2 is 11"),
+    (dict(levels="[3]", square=12), "the largest square that always fits twice at levels 1-2 is 11"),   # CLIP's level 1 still needs two apart
     (dict(widths='[32, "a"]'), "widths[1]"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
@@ -119,3 +121,102 @@ def test_small_pixel_study_by_papermill(tmp_path):
     stamp = (out / "models" / "coverage_results.csv").stat().st_mtime_ns
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=900).returncode == 0
     assert (out / "models" / "coverage_results.csv").stat().st_mtime_ns == stamp
+
+
+def _tries_apart(r, scenes, seed):
+    "The renderer's random placement alone (as before any fallback): first corners, the second's first try apart, and whether one was."
+    g = torch.Generator().manual_seed(seed)
+    candidates = torch.randint(0, r.size - r.square + 1, (len(scenes), 2, r.tries, 2), generator=g)
+    first, second = candidates[:, 0, 0], candidates[:, 1]
+    apart = ((second - first[:, None]).abs() >= r.square).any(-1) | ~(scenes >= 0).all(-1).all(1)[:, None]
+    return first, second[torch.arange(len(scenes)), apart.int().argmax(1)], apart.any(1)
+
+
+def _apart(corner, scenes, square):
+    return (((corner[:, 0] - corner[:, 1]).abs() >= square).any(-1) | ~(scenes >= 0).all(-1).all(1)).all()
+
+
+@pytest.mark.parametrize("size, square, fits", [(32, 12, 11), (32, 11, 11), (30, 11, 10), (14, 6, 5)])
+def test_two_squares_that_cannot_always_be_apart_are_refused_naming_the_largest_that_fits(size, square, fits):
+    "A first square near the middle leaves a second no corner apart when size < 3 * square - 1: refused when the run is configured, not at a random step."
+    assert largest_apart_square(size) == fits
+    message = f"the largest square that always fits twice at levels 1-2 is {fits}: use square <= {fits}"
+    cfg = dict(C=2, V=6, inputs="pixels", device="cpu", image_size=size, square=square, patch=2)
+    if square > fits:
+        for level in (1, 2):
+            with pytest.raises(ValueError, match=message): check_config(RunConfig(**cfg, level=level))
+            with pytest.raises(ValueError, match=message): SquareRenderer(V=6, size=size, square=square, level=level).render(_scenes(8, 6, seed=0, one_object_share=0))
+    else: check_config(RunConfig(**cfg))
+    check_config(RunConfig(**cfg, level=3)); check_config(RunConfig(**cfg, max_objects=1))          # overlap allowed, or one square: nothing to keep apart
+    SquareRenderer(V=6, size=size, square=square).render(_scenes(64, 6, seed=0, one_object_share=1.0))  # one-square scenes render at any size
+
+
+def test_no_square_fits_twice_on_a_small_image():
+    with pytest.raises(ValueError, match="largest square that always fits twice at levels 1-2 is 4: use an image of side >= 29"):
+        check_config(RunConfig(C=2, V=6, inputs="pixels", device="cpu", image_size=12, patch=4))
+
+
+def test_a_batch_whose_random_tries_all_fail_still_places_its_squares_apart():
+    "Image 30, square 10: one batch of 128 two-square scenes in about 180 had no try apart for some scene and stopped training; now that scene gets a corner apart."
+    r, scenes = SquareRenderer(V=10, size=30, square=10), torch.randint(0, 10, (128, 2, 2), generator=torch.Generator().manual_seed(0))
+    check_config(RunConfig(C=2, V=10, inputs="pixels", device="cpu", image_size=30, square=10, patch=2))
+    first, tried, found = _tries_apart(r, scenes, seed=20)
+    assert (~found).sum() == 1                                                                   # the random tries alone fail here
+    for level in (1, 2):
+        img, corner = SquareRenderer(V=10, size=30, square=10, level=level).render(scenes, seed=20)
+        assert _apart(corner, scenes, 10) and corner.min() >= 0 and corner.max() <= 20
+        assert torch.equal(corner[:, 0], first) and torch.equal(corner[found, 1], tried[found])  # every other scene as drawn
+        assert (img.sum(1) > 0).sum((1, 2)).eq(2 * 10 ** 2).all() if level == 1 else True      # two whole squares painted
+
+
+@pytest.mark.parametrize("size, square", [(32, 10), (24, 7), (64, 16), (31, 10)])
+def test_placement_for_sizes_that_work_is_unchanged(size, square):
+    "Where a random try is apart, the renderer keeps it: the corners are the first try apart, as before the fallback existed."
+    scenes = _scenes(4096, 10, seed=1)
+    for level in (1, 2):
+        r = SquareRenderer(V=10, size=size, square=square, level=level)
+        first, tried, found = _tries_apart(r, scenes, seed=4)
+        corner = r.render(scenes, seed=4)[1]
+        assert found.all() and torch.equal(corner, torch.stack([first, tried], 1))
+
+
+def test_the_default_renderer_renders_as_before():
+    "A fixed seed of the committed run's renderer (32 x 32, square 10, V = 10): corners and clean images as captured before the fallback was added."
+    scenes = _scenes(4096, 10, seed=0)
+    h = hashlib.sha256()
+    for level in LEVELS: h.update(SquareRenderer(V=10, level=level).render(scenes, seed=11)[1].numpy().tobytes())
+    assert h.hexdigest()[:16] == "ae5e7de2d1cc29a7"
+    assert hashlib.sha256(SquareRenderer(V=10).render(scenes, seed=11)[0].numpy().tobytes()).hexdigest()[:16] == "615f3a792df90e80"
+    for level in LEVELS: check_config(RunConfig(C=2, V=10, inputs="pixels", device="cpu", level=level))
+
+
+@pytest.mark.parametrize("scenes, got", [
+    (np.array([[[0, 1]], [[2, 3]]]), "got shape (2, 1, 2)"),
+    (np.array([[[0, 1], [-1, -1]], [[2, 3], [1, 1]]]), "got 1 of 2 scenes with an empty slot"),
+    (np.array([[0, 1], [2, 3]]), "got shape (2, 2)"),
+    (np.zeros((0, 2, 2), int), "got shape (0, 2, 2)"),
+])
+def test_rendered_table_takes_two_object_scenes_only(scenes, got):
+    "One-object scenes have no binding for §5.1's approximators: refused before anything is embedded, not a traceback later."
+    embedded = []
+    encoder = lambda ims: embedded.append(len(ims)) or np.zeros((len(ims), 3), np.float32)
+    with pytest.raises(ValueError, match="two objects in every one") as e: rendered_table(encoder, SquareRenderer(V=4), scenes, "x", progress=False)
+    assert got in str(e.value) and not embedded
+
+
+def test_rendered_table_refuses_squares_that_cannot_be_apart():
+    with pytest.raises(ValueError, match="is 11: use square <= 11"):
+        rendered_table(lambda ims: np.zeros((len(ims), 3), np.float32), SquareRenderer(V=4, size=32, square=12), np.array([[[0, 1], [2, 3]]]), "x", progress=False)
+
+
+@pytest.mark.parametrize("n", [True, False, np.bool_(True)])
+def test_palette_refuses_bools(n):
+    "palette(True) was V=1: a bool is no palette size."
+    with pytest.raises(ValueError, match="a whole number"): palette(n)
+    with pytest.raises(ValueError, match="V="): SquareRenderer(V=n)
+
+
+def test_palette_refuses_too_few_levels_and_bool_levels():
+    with pytest.raises(ValueError, match="holds only 7 colours .* fewer than V=10"): palette(10, levels=2)
+    with pytest.raises(ValueError, match="levels must be a whole number"): palette(4, levels=True)
+    assert len(palette(7, levels=2)) == 7

@@ -1,11 +1,13 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import dataclasses, os, signal, subprocess, sys, textwrap, time, warnings
+import dataclasses, io, os, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
 import torch
 
-from binding_nb.train import load_checkpoint, read_checkpoint, RunConfig, train_run
+from binding_nb import train
+from binding_nb.train import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, RunConfig, train_run
+from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 
@@ -43,6 +45,100 @@ def test_resume_after_kill(tmp_path):
     resumed = train_run(cfg, ck, progress=False)
     drop = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}
     assert drop(resumed) == drop(whole)
+
+
+def _count_steps(monkeypatch) -> list:
+    "Record every optimiser step `train_run` takes from now on."
+    steps, step = [], train.train_step
+    monkeypatch.setattr(train, "train_step", lambda *a, **k: (steps.append(1), step(*a, **k))[1])
+    return steps
+
+
+def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch):
+    """Changing log_every, amp or ckpt_every (how a run runs, not what it trains) used to set the checkpoint aside and restart
+    from step 0: now the run resumes from the saved step, runs on with the new values, and ends exactly where an uninterrupted
+    run of the new settings ends (on the CPU, amp 'auto' and 'fp32' are the same arithmetic)."""
+    assert {"log_every", "amp", "ckpt_every", "device"} <= set(HOW_TO_RUN) and not {"lr", "seed", "eval_every", "steps"} & set(HOW_TO_RUN)
+    cfg = RunConfig(**CFG)
+    new = dataclasses.replace(cfg, log_every=3, amp="fp32", ckpt_every=20)
+    whole = train_run(new, tmp_path / "whole.pt", progress=False)
+    ck = tmp_path / "run.pt"
+    assert train_run(cfg, ck, stop_after=20, progress=False) is None and read_checkpoint(ck)["step"] == 20
+    steps = _count_steps(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                     # nothing set aside
+        resumed = train_run(new, ck, progress=False)
+    assert len(steps) == cfg.steps - 20                                    # from step 20, not step 0
+    drop = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}
+    assert drop(resumed) == drop(whole)
+    a, b = read_checkpoint(ck), read_checkpoint(tmp_path / "whole.pt")
+    for part in ("model", "best_model"):
+        assert a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
+    assert a["config"] == dataclasses.asdict(new)                          # the new values hold from then on
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt", "whole.pt"]
+
+
+def test_resume_under_bf16_continues_from_the_saved_step(tmp_path, monkeypatch):
+    "amp changes the float arithmetic (bf16 autocast), not what is trained: a run resumes under it from where it stopped."
+    cfg = RunConfig(**CFG)
+    ck = tmp_path / "run.pt"
+    train_run(cfg, ck, stop_after=30, progress=False)
+    steps = _count_steps(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = train_run(dataclasses.replace(cfg, amp="bf16", log_every=1), ck, progress=False)
+    assert row is not None and len(steps) == cfg.steps - 30 and read_checkpoint(ck)["config"]["amp"] == "bf16"
+
+
+@pytest.mark.parametrize("change", [dict(seed=1), dict(lr=1e-3), dict(eval_every=20)])
+def test_resume_under_new_training_settings_is_refused(tmp_path, monkeypatch, change):
+    "A setting that changes what is trained (or, eval_every, which weights are kept) still sets the checkpoint aside: the run starts afresh."
+    cfg = RunConfig(**CFG)
+    ck = tmp_path / "run.pt"
+    train_run(cfg, ck, stop_after=20, progress=False)
+    steps = _count_steps(monkeypatch)
+    with pytest.warns(UserWarning, match=f"different configuration \\({next(iter(change))} "):
+        train_run(dataclasses.replace(cfg, log_every=3, **change), ck, progress=False)
+    assert len(steps) == cfg.steps                                         # from step 0
+    assert len(list(tmp_path.glob("run.pt.bad-*"))) == 1
+
+
+def _rewrite(path: Path, edit) -> None:
+    "Rewrite the checkpoint at `path` after `edit(checkpoint)`, with a valid digest (as a script that edits checkpoints would)."
+    ck = read_checkpoint(path); edit(ck)
+    buf = io.BytesIO(); torch.save(ck, buf); write_verified(path, buf.getvalue(), "checkpoint")
+
+
+def test_unknown_config_key_is_named_not_a_traceback(tmp_path):
+    "A checkpoint whose config holds a setting RunConfig lacks: a sentence naming the file and the setting (was a raw TypeError in load_model)."
+    cfg = RunConfig(**CFG)
+    ck = tmp_path / "odd_settings.pt"
+    train_run(cfg, ck, stop_after=10, progress=False)
+    _rewrite(ck, lambda c: c["config"].update(dropout=0.1))
+    raw = ck.read_bytes()
+    for load in (lambda: load_model(ck, "cpu"), lambda: load_checkpoint(ck, cfg), lambda: train_run(cfg, ck, progress=False)):
+        with pytest.raises(ValueError) as e:
+            load()
+        assert "odd_settings.pt" in str(e.value) and "(dropout)" in str(e.value) and "pass another checkpoint path" in str(e.value)
+        assert e.value.__cause__ is None and not isinstance(e.value, TypeError)
+    assert ck.read_bytes() == raw and sorted(p.name for p in tmp_path.iterdir()) == ["odd_settings.pt"]   # left untouched
+
+
+def test_weights_that_do_not_fit_their_config_are_named(tmp_path):
+    "Weights saved at one width under a config edited to another: a sentence naming the file (was a raw size-mismatch RuntimeError)."
+    cfg = RunConfig(**CFG)
+    ck = tmp_path / "edited.pt"
+    train_run(cfg, ck, stop_after=10, progress=False)
+    _rewrite(ck, lambda c: c["config"].update(d_model=16))
+    edited = dataclasses.replace(cfg, d_model=16)
+    raw = ck.read_bytes()
+    for load in (lambda: load_model(ck, "cpu"), lambda: train_run(edited, ck, progress=False)):
+        with pytest.raises(ValueError) as e:
+            load()
+        msg = str(e.value)
+        assert "edited.pt" in msg and "do not fit the model its own config describes" in msg and "size mismatch" in msg, msg
+        assert "pass another checkpoint path" in msg and "Error(s) in loading" not in msg
+    assert ck.read_bytes() == raw and sorted(p.name for p in tmp_path.iterdir()) == ["edited.pt"]
 
 
 def test_foreign_file_is_left_untouched(tmp_path):

@@ -1,0 +1,57 @@
+"""Tests of utils beyond the notebook's own: worker processes that outlive their parent, folders that are not given."""
+import os, signal, subprocess, sys, textwrap, time
+from pathlib import Path
+
+import pytest
+
+from binding_nb.utils import writable_folder
+
+
+def _alive(pid: int) -> bool:
+    "Whether `pid` runs (a zombie waiting for its reaper has ended)."
+    try: return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError: return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    "Forked workers whose parent is killed exit within seconds instead of working through the queue and idling for ever."
+    script = textwrap.dedent(f"""
+        import os, time
+        from binding_nb.utils import in_processes
+        def job(k):
+            open(os.path.join({str(tmp_path)!r}, f"{{os.getpid()}}.pid"), "w").close()
+            time.sleep(60)
+        in_processes(job, [(k,) for k in range(6)], 2, "jobs", progress=False)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        for _ in range(300):
+            pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
+            if len(pids) == 2: break
+            time.sleep(0.1)
+        assert len(pids) == 2, "the workers did not start"
+        parent.send_signal(signal.SIGKILL); parent.wait()
+        for _ in range(100):
+            if not any(_alive(p) for p in pids): break
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids), "a worker outlived its killed parent"
+        assert len(list(tmp_path.glob("*.pid"))) == 2                 # and took no further job from the queue
+    finally:
+        for p in [int(p.stem) for p in tmp_path.glob("*.pid")]:
+            if _alive(p): os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("folder", [None, ""])
+def test_a_folder_that_is_not_given_is_refused(folder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=rf"output_dir is {folder!r}: name a folder"): writable_folder(folder, "output_dir", "pass a folder")
+    assert not list(tmp_path.iterdir())
+
+
+def test_fit_binding_without_an_output_dir_says_so():
+    from binding_nb.complexity import Cell
+    from binding_nb.learned import fit_binding, known_binding
+    from binding_nb.scenes import ConceptSpace
+    with pytest.raises(ValueError, match="output_dir is None: name a folder"):
+        fit_binding(known_binding(ConceptSpace([8, 8]), "bag", rank=16), [Cell("additive", 8, 1e-2)], device="cpu", progress=False)
