@@ -24,8 +24,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from binding_nb.cache import embed
 from binding_nb.datasets import clevr2d
-from binding_nb.encoders import embed, load_encoder
+from binding_nb.encoders import load_encoder
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ from tqdm import tqdm
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator
 from .geometry import Probes, SceneTable, fit_probes, probe_split, r2_score, scene_table
 from .results import ResultsTable
-from .runs import RunSpec, embed_runs
 from .scenes import ConceptSpace, coverage_split
 from .train import TrainingDiverged
 from .utils import fingerprint, name_list, number_in, resolve_device, save_figure, whole_number, writable_folder
@@ -313,7 +312,8 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
     return fig
 
 # %% ../nbs/04_complexity.ipynb #34371f79
-def run_complexity(runs: Sequence[RunSpec], cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
+def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an encoder and its weights
+                   cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
                    cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto", dataset_options: dict | None = None,
                    progress: bool = True, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is 'not run'. Status and results."
@@ -321,6 +321,7 @@ def run_complexity(runs: Sequence[RunSpec], cells: Sequence[Cell], coverages: Se
     if not cells: raise ValueError("no cells to fit: build them with grid(...)")
     for c in cells: family(c.family)
     resolve_device(device)
+    from binding_nb.runs import embed_runs   # here, not at the top: the encoders load only for a sweep of named runs
     status, results = [], []
     for row, data, emb in embed_runs(runs, cache_dir, embed_batch_size, device, dataset_options, progress):
         if data is not None:

@@ -17,18 +17,18 @@ import torch
 from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
+from .cache import check_cache_dir, read_cache, write_cache
 from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, refuse_other_data, regime,
                                    select_on_validation, settings_mismatch, warn_memorisation)
 from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
-from .encoders import check_cache_dir, file_signature, read_cache, write_cache
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
 from .train import RunConfig, TrainingDiverged, check_config, embed_all_queries, load_model, read_checkpoint
-from .utils import (fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest, whole_number,
-                              writable_folder)
+from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
+                              whole_number, writable_folder)
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',

@@ -215,9 +215,9 @@ CLIP = "openclip:ViT-B-32"
 
 def rendered_table(encoder, renderer: SquareRenderer, scenes: np.ndarray, name: str, batch_size: int = 64, cache_dir=None,
                    progress: bool = True) -> SceneTable:
-    "A `SceneTable` of two-object `scenes` `[n, 2, 2]` rendered by `renderer` (seed `EVAL_SEED`) and embedded by a frozen encoder (02's `embed`)."
-    from binding_nb.datasets.core import as_images      # imported here: a pixel run needs neither PIL nor the encoders
-    from binding_nb.encoders import embed
+    "A `SceneTable` of two-object `scenes` `[n, 2, 2]` rendered by `renderer` (seed `EVAL_SEED`) and embedded by a frozen encoder (02a's `embed`)."
+    from binding_nb.cache import embed                  # imported here: a pixel run needs neither PIL nor the encoders
+    from binding_nb.datasets.core import as_images
     scenes = np.asarray(scenes)
     if scenes.ndim != 3 or scenes.shape[1:] != (2, 2) or len(scenes) == 0 or (empty := (scenes < 0).any(-1).any(-1)).any():
         got = f"{int(empty.sum())} of {len(scenes)} scenes with an empty slot (-1)" if scenes.ndim == 3 and scenes.shape[1:] == (2, 2) and len(scenes) else f"shape {scenes.shape}"

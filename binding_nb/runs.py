@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from . import datasets as D
-from .encoders import ENCODER_PREFIXES, WeightsUnavailableError, check_cache_dir, check_weights, embed, load_encoder
+from .cache import check_cache_dir, embed
+from .encoders import ENCODER_PREFIXES, WeightsUnavailableError, check_weights, load_encoder
 from .geometry.report import GeometryReport, geometry_report, report_settings
 from .geometry.table import dataset_labels
 from .scenes import scene_sizes

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
+from binding_nb.cache import embed
 from binding_nb.datasets import all_pairs, clevr_space, text_captions
-from binding_nb.encoders import as_encoder, embed
+from binding_nb.encoders import as_encoder
 from binding_nb.geometry import geometry_report, probe_split, scene_table
 from binding_nb.geometry.additive import estimate, fit_additive, reconstruct_held_out
 from binding_nb.geometry.tables import edit_cases, editing_table, reconstruction_table
