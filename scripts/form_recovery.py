@@ -4,12 +4,14 @@ A random encoder of exactly one form (zero-mean tables N(0, 1) of rank r, a head
 drawn from numpy's generator) embeds a seeded sample of the ordered two-object scenes of a 30 x 30 space. Its own probe, at its
 rank or at the ranks of --probe_ranks, is fitted on the scenes of half the objects from N(0, 0.3^2) (one start per --starts seed)
 for --steps full-batch Adam steps at learning rate --lr (the checkpoint of lowest validation loss kept), and judged by its R^2 on
-the scenes of validation objects and of the held-out objects. One row per (form, rank, dim, scenes, steps, lr, probe rank, start)
-as runs finish; a rerun skips the rows already there.
+the scenes of validation objects and of the held-out objects, and by the held-out object recognition of the encoder's own linear
+probes on its predictions, beside theirs on the encoder itself (the ceiling) and the bag-of-concepts baseline. One row per (form,
+rank, dim, scenes, steps, lr, probe rank, start) as runs finish; a rerun skips the rows already there (with --recognition, it
+fits again the rows written before recognition was recorded, and replaces them).
 
     python scripts/form_recovery.py [--out results/complexity/form_recovery.csv] [--workers 2] [--forms NAME ...]
                                     [--ranks 8 16 32 64] [--dims 64 128] [--scenes 20000] [--steps 1500] [--lr 0.01]
-                                    [--probe_ranks R ...] [--starts 0 ...] [--max_steps N]
+                                    [--probe_ranks R ...] [--starts 0 ...] [--recognition] [--max_steps N]
 """
 import argparse, json, multiprocessing as mp, time
 from pathlib import Path
@@ -17,17 +19,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-COLUMNS = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start", "n_train", "n_test", "train_r2", "val_r2", "test_r2", "best_step", "wall_s"]
+COLUMNS = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start", "n_train", "n_test", "train_r2", "val_r2", "test_r2",
+           "test_object_acc", "ceiling_object_acc", "bag_of_concepts_acc", "best_step", "wall_s"]
 KEY = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start"]
 
 
 def run(job: tuple) -> dict:
     import torch
     torch.set_num_threads(1)
-    from binding_nb.approximators import fit_approximator, form_embeddings
+    from binding_nb.approximators import fit_approximator, form_embeddings, held_out_reference, score_approximator
     from binding_nb.complexity import holdout_split
     from binding_nb.datasets import all_pairs
-    from binding_nb.geometry import r2_score, scene_table
+    from binding_nb.geometry import fit_probes, probe_split, r2_score, scene_table
     from binding_nb.scenes import ConceptSpace
     form, rank, dim, n, steps, lr, probe_rank, start = job
     t0, space = time.perf_counter(), ConceptSpace([30, 30])
@@ -39,8 +42,12 @@ def run(job: tuple) -> dict:
     app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], probe_rank, lr, steps, None, 100,
                            start, "cpu", 0.3, 0.0)
     r2 = lambda rows: r2_score(t.emb[rows], app.predict(t.values[rows]))
+    probes = fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu")          # the encoder's own linear probes, as 04's known answers read it
+    ref = held_out_reference(t, sp.test, probes)
     return dict(form=form, rank=rank, dim=dim, scenes=n, steps=steps, lr=lr, probe_rank=probe_rank, start=start, n_train=len(sp.train),
                 n_test=len(sp.test), train_r2=r2(sp.train), val_r2=r2(sp.val), test_r2=r2(sp.test),
+                test_object_acc=score_approximator(app, t, sp.test, probes)["object_acc"], ceiling_object_acc=ref["ceiling_object_acc"],
+                bag_of_concepts_acc=ref["bag_of_concepts_acc"],
                 best_step=app.best_step, wall_s=round(time.perf_counter() - t0, 1))
 
 
@@ -56,6 +63,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
     p.add_argument("--probe_ranks", nargs="+", type=int, default=None, help="the probe's ranks (default: the encoder's own)")
     p.add_argument("--starts", nargs="+", type=int, default=[0], help="seeds of the probe's initial tables")
+    p.add_argument("--recognition", action="store_true", help="also run again the rows measured before held-out recognition was recorded")
     p.add_argument("--max_steps", type=int, default=None, help="cap the steps (a quick check)")
     a = p.parse_args()
     steps = a.steps if a.max_steps is None else min(a.steps, a.max_steps)
@@ -63,14 +71,15 @@ def main() -> None:
     rows = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
     earlier = {"lr": 1e-2, "probe_rank": rows["rank"], "start": 0}      # rows from before these columns: learning rate 0.01, own rank, start 0
     rows = rows.assign(**{c: rows[c].fillna(v) if c in rows else v for c, v in earlier.items()}).reindex(columns=COLUMNS).to_dict("records")
-    done = {tuple(r[k] for k in KEY) for r in rows}
+    key = lambda r: tuple(r[k] for k in KEY)
+    done = {key(r) for r in rows if (r["test_object_acc"] == r["test_object_acc"]) or not a.recognition}   # NaN: a row from before recognition was read
     sizes = lambda f: sorted(set(a.scenes) | ({100_000} if f.startswith("global") and a.max_steps is None else set()))
     jobs = [(f, r, d, n, steps, a.lr, pr, s) for f in a.forms for r in a.ranks for d in a.dims for n in sizes(f)
             for pr in (a.probe_ranks or [r]) for s in a.starts]
     jobs = [j for j in jobs if j not in done]
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
-            rows.append(row)
+            rows = [r for r in rows if key(r) != key(row)] + [row]          # a row measured again replaces the earlier one
             pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY).to_csv(out, index=False)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 

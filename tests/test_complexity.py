@@ -251,3 +251,9 @@ def test_form_recovery_script(tmp_path):
     more = subprocess.run(cmd + ["--probe_ranks", "8", "16", "--starts", "0", "1"], capture_output=True, text=True, timeout=300)
     rows = pd.read_csv(out)
     assert more.returncode == 0 and len(rows) == 4 and set(zip(rows.probe_rank, rows.start)) == {(8, 0), (8, 1), (16, 0), (16, 1)}, rows
+    assert rows.test_object_acc.notna().all() and rows.ceiling_object_acc.between(0, 1).all(), rows
+    rows.drop(columns=["test_object_acc", "ceiling_object_acc", "bag_of_concepts_acc"]).to_csv(out, index=False)   # before recognition was read
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout == ""                            # kept as they are
+    again = subprocess.run(cmd + ["--recognition"], capture_output=True, text=True, timeout=300)
+    rows = pd.read_csv(out)
+    assert again.returncode == 0 and len(rows) == 4 and rows.test_object_acc.notna().sum() == 1, rows     # the one row asked for, replaced
