@@ -11,9 +11,10 @@ import argparse, dataclasses, json, statistics, time
 
 import torch
 
+from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.pixels import LEVELS, SquareRenderer
-from binding_nb.train import RunConfig, setup_run, train_step
+from binding_nb.train import RunConfig, setup_run
 from binding_nb.utils import resolve_device
 
 

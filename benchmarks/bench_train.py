@@ -13,8 +13,9 @@ import argparse, json, time
 
 import torch
 
+from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
-from binding_nb.train import ARCHITECTURE_NAMES, RunConfig, setup_run, train_step, with_architecture
+from binding_nb.train import ARCHITECTURE_NAMES, RunConfig, setup_run, with_architecture
 from binding_nb.utils import resolve_device
 
 

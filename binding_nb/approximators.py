@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from .geometry import Probes, SceneTable, r2_score
 from .geometry.probes import DEAD_DIMENSION
+from .loop import fit, TrainState, TrainingDiverged
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
-from .train import fit, TrainState, TrainingDiverged
 from .utils import make_generator, number_in, resolve_device, whole_number
 
 # %% ../nbs/04_complexity.ipynb #e25f9eab

@@ -18,9 +18,9 @@ from tqdm import tqdm
 
 from .approximators import FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator
 from .geometry import Probes, SceneTable, fit_probes, probe_split, r2_score, scene_table
+from .loop import TrainingDiverged
 from .results import ResultsTable
 from .scenes import ConceptSpace, coverage_split
-from .train import TrainingDiverged
 from .utils import fingerprint, name_list, number_in, resolve_device, save_figure, whole_number, writable_folder
 
 # %% auto #0

@@ -20,8 +20,9 @@ from filelock import FileLock
 from scipy import stats
 from tqdm import tqdm
 
+from .loop import TrainingDiverged
 from .scenes import coverage_split
-from .train import RunConfig, TrainingDiverged, check_checkpoint_path, check_config, evaluate, train_run
+from .train import RunConfig, check_checkpoint_path, check_config, evaluate, train_run
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 

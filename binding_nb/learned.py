@@ -22,11 +22,12 @@ from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout
                                    select_on_validation, settings_mismatch, warn_memorisation)
 from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
+from .loop import TrainingDiverged
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
 from .tokens import tokenize_scenes
-from .train import RunConfig, TrainingDiverged, check_config, embed_all_queries, load_model, read_checkpoint
+from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb import train
+from binding_nb import loop, train
 from binding_nb.train import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, RunConfig, train_run
 from binding_nb.utils import write_verified
 
@@ -49,8 +49,8 @@ def test_resume_after_kill(tmp_path):
 
 def _count_steps(monkeypatch) -> list:
     "Record every optimiser step `train_run` takes from now on."
-    steps, step = [], train.train_step
-    monkeypatch.setattr(train, "train_step", lambda *a, **k: (steps.append(1), step(*a, **k))[1])
+    steps, step = [], loop.train_step
+    monkeypatch.setattr(loop, "train_step", lambda *a, **k: (steps.append(1), step(*a, **k))[1])
     return steps
 
 
