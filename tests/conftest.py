@@ -1,6 +1,7 @@
 """pytest configuration: `slow` and `gpu` tests run only when asked for (`pytest --runslow`, `pytest --rungpu`)."""
 import os
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,3 +44,38 @@ def run_parameter_check(notebook, cwd=None, **params) -> dict:
     finally:
         os.chdir(here)
     return namespace
+
+
+# --- shared by the encoder and cache tests -------------------------------------------------------------------------
+
+CAPTIONS = ["a red cube and a gray sphere", "a gray sphere and a red cube", "a blue cylinder", "a yellow cube and a cyan cube"]
+
+
+def random_images(n: int, size=(64, 48), seed: int = 0) -> list:
+    "`n` seeded random RGB images of `size` (width, height)."
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)) for _ in range(n)]
+
+
+class Counting:
+    "A callable encoder that counts the items it has embedded (to tell cache hits from recomputation)."
+    __name__ = "counting"
+
+    def __init__(self): self.calls = 0
+
+    def __call__(self, items):
+        self.calls += len(items)
+        return np.stack([[len(s), s.count("a"), float(sum(map(ord, s)) % 97)] for s in items]).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def clip_image():
+    from binding_nb.encoders import load_encoder
+    return load_encoder("openclip:ViT-B-32", pretrained=None, modality="image", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from binding_nb.encoders import load_encoder
+    return load_encoder("st:all-MiniLM-L6-v2", device="cpu")

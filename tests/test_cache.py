@@ -19,35 +19,7 @@ from PIL import Image
 from binding_nb import cache as C
 from binding_nb.cache import cache_path, embed, read_cache
 from binding_nb.encoders import as_encoder, load_encoder
-
-CAPTIONS = ["a red cube and a gray sphere", "a gray sphere and a red cube", "a blue cylinder", "a yellow cube and a cyan cube"]
-
-
-def _images(n: int, size=(64, 48), seed: int = 0) -> list:
-    rng = np.random.default_rng(seed)
-    return [Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)) for _ in range(n)]
-
-
-class Counting:
-    "A callable encoder that counts the items it has embedded (to tell cache hits from recomputation)."
-    __name__ = "counting"
-
-    def __init__(self): self.calls = 0
-
-    def __call__(self, items):
-        self.calls += len(items)
-        return np.stack([[len(s), s.count("a"), float(sum(map(ord, s)) % 97)] for s in items]).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def clip_image():
-    return load_encoder("openclip:ViT-B-32", pretrained=None, modality="image", device="cpu")
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    return load_encoder("st:all-MiniLM-L6-v2", device="cpu")
-
+from conftest import CAPTIONS, Counting, random_images
 
 # --- bad input -----------------------------------------------------------------------------------------------------
 
@@ -320,7 +292,7 @@ def test_pinned_cache_paths(clip_image):
     ds = text_captions(n_pairs=20)
     assert ds.fingerprint == "ee8c3127af957184"
     assert cache_path(enc, ds, "c").name == "counting-text-d0ea3e47e70348b4eda5.npz"   # keyed by its items since 2026-12-01
-    assert cache_path(clip_image, _images(2), "c").name == "openclip_ViT-B-32-image-8e6c5f590e7d7c26bcae.npz"
+    assert cache_path(clip_image, random_images(2), "c").name == "openclip_ViT-B-32-image-8e6c5f590e7d7c26bcae.npz"
 
 
 def test_pinned_items_fingerprints():

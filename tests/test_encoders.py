@@ -16,35 +16,7 @@ from PIL import Image
 from binding_nb import encoders as E
 from binding_nb.cache import embed
 from binding_nb.encoders import Encoder, ImagePreprocess, WeightsUnavailableError, as_encoder, load_encoder
-
-CAPTIONS = ["a red cube and a gray sphere", "a gray sphere and a red cube", "a blue cylinder", "a yellow cube and a cyan cube"]
-
-
-def _images(n: int, size=(64, 48), seed: int = 0) -> list:
-    rng = np.random.default_rng(seed)
-    return [Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)) for _ in range(n)]
-
-
-class Counting:
-    "A callable encoder that counts the items it has embedded (to tell cache hits from recomputation)."
-    __name__ = "counting"
-
-    def __init__(self): self.calls = 0
-
-    def __call__(self, items):
-        self.calls += len(items)
-        return np.stack([[len(s), s.count("a"), float(sum(map(ord, s)) % 97)] for s in items]).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def clip_image():
-    return load_encoder("openclip:ViT-B-32", pretrained=None, modality="image", device="cpu")
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    return load_encoder("st:all-MiniLM-L6-v2", device="cpu")
-
+from conftest import CAPTIONS, Counting, random_images
 
 # --- routing -------------------------------------------------------------------------------------------------------
 
@@ -52,7 +24,7 @@ def test_routing_openclip(clip_image):
     assert (clip_image.name, clip_image.modality, clip_image.dim, clip_image.weights) == (
         "openclip:ViT-B-32", "image", 512, "random-init-seed0")
     assert clip_image.preprocess.startswith("resize224-shortest-bicubic-crop224")
-    out = clip_image(_images(2))
+    out = clip_image(random_images(2))
     assert out.shape == (2, 512) and out.dtype == np.float32 and np.isfinite(out).all()
 
 
@@ -66,9 +38,9 @@ def test_routing_hf_dinov2_random_needs_no_files():
     enc = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu")
     assert (enc.name, enc.modality, enc.dim) == ("hf:facebook/dinov2-small", "image", 384)
     assert enc.preprocess.startswith("resize256-shortest-bicubic-crop224") and enc.preprocess.endswith("pool:cls")
-    assert enc(_images(2, size=(300, 200))).shape == (2, 384)
+    assert enc(random_images(2, size=(300, 200))).shape == (2, 384)
     mean = load_encoder("hf:facebook/dinov2-small", pretrained=None, device="cpu", pooling="mean")
-    assert mean.preprocess.endswith("pool:mean") and not np.allclose(mean(_images(1)), enc(_images(1)))
+    assert mean.preprocess.endswith("pool:mean") and not np.allclose(mean(random_images(1)), enc(random_images(1)))
 
 
 def test_routing_hf_text_from_local_dir():
@@ -119,7 +91,7 @@ def test_bad_arguments():
 # --- random twins --------------------------------------------------------------------------------------------------
 
 def test_random_twin_reproducible_and_seeded(clip_image):
-    imgs = _images(2)
+    imgs = random_images(2)
     before = torch.get_rng_state()
     again = load_encoder("openclip:ViT-B-32", pretrained=None, device="cpu")
     assert torch.equal(torch.get_rng_state(), before), "loading a random twin must not move the global torch RNG"
@@ -172,7 +144,7 @@ def test_local_checkpoint_path(tmp_path, clip_image):
     torch.save(clip_image.model.state_dict(), ckpt)
     enc = load_encoder("openclip:ViT-B-32", pretrained=str(ckpt), device="cpu")
     assert enc.weights.startswith(f"file:{ckpt}#")
-    imgs = _images(2)
+    imgs = random_images(2)
     np.testing.assert_allclose(enc(imgs), clip_image(imgs), atol=1e-5)
 
 
@@ -185,7 +157,7 @@ def test_image_preprocess_matches_torchvision():
     img = Image.fromarray(np.uint8(np.stack([127 + 100 * np.sin(xx / 11 + yy / 17), 127 + 90 * np.cos(yy / 7), 60 + 0 * xx], -1)))
     d = (pre([img])[0] - ref(img)).abs()
     assert d.mean() < 0.02 and d.max() < 0.3
-    same = _images(3, size=(224, 224))  # already the right size: exact up to float rounding
+    same = random_images(3, size=(224, 224))  # already the right size: exact up to float rounding
     torch.testing.assert_close(pre(same), torch.stack([ref(im) for im in same]), atol=1e-5, rtol=0)
 
 
