@@ -21,7 +21,6 @@ from scipy import stats
 from tqdm import tqdm
 
 from .loop import TrainingDiverged
-from .scenes import coverage_split
 from .train import RunConfig, check_checkpoint_path, check_config, evaluate, train_run
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
@@ -132,7 +131,7 @@ def has_run(table: pd.DataFrame, cfg: RunConfig) -> bool:
 # %% ../nbs/05_coverage.ipynb #2e30b138
 def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
     "The results-table row of a run that diverged: its settings, empty accuracies, status 'diverged'."
-    split = coverage_split(cfg.space, cfg.coverage, cfg.seed, cfg.val_fraction)
+    split = cfg.split()
     nan = float("nan")
     return dict(C=cfg.C, V=cfg.V, n_objects=cfg.space.n_objects, coverage=cfg.coverage, seed=cfg.seed,
                 **{m: nan for m in METRICS}, steps=cfg.steps, train_seconds=nan, best_step=0, val_object_acc=nan,

@@ -25,7 +25,7 @@ from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .loop import TrainingDiverged
 from .models import DualEncoder
 from .results import ResultsTable
-from .scenes import ConceptSpace, concept_recognition, coverage_split, object_recognition
+from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .tokens import tokenize_scenes
 from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
@@ -108,7 +108,7 @@ def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarra
 # %% ../nbs/06_learned_binding.ipynb #e0e9657e
 def model_split(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
     "The objects a run trained on (its fit objects) and those it held out, as its coverage split drew them."
-    split = coverage_split(cfg.space, cfg.coverage, cfg.seed, cfg.val_fraction)
+    split = cfg.split()
     return np.sort(split.fit), np.sort(split.heldout)
 
 def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> Callable[[np.ndarray], np.ndarray]:

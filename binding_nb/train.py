@@ -21,7 +21,7 @@ from .loop import add_slow_gradients, fit, TrainState, warmup_linear_decay
 from .models import batch_loss, DualEncoder, ModelConfig
 from .pixels import check_pixel_config, pixel_towers
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
-                               coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
+                               CoverageSplit, coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
                                scene_sizes)
 from .tokens import make_batch, SceneBatch, tokenize_concept_queries, tokenize_object_queries, tokenize_scenes
 from .utils import (CorruptFileError, fingerprint, make_generator, read_verified, resolve_device, set_aside,
@@ -107,6 +107,9 @@ class RunConfig:
 
     @property
     def space(self) -> ConceptSpace: return ConceptSpace([self.V] * self.C)
+    def split(self) -> CoverageSplit:
+        "The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and val_fraction."
+        return coverage_split(self.space, self.coverage, self.seed, self.val_fraction)
     def model_config(self) -> ModelConfig:
         "The architecture of this run's dual encoder."
         return ModelConfig.for_space(self.space, self.max_objects, d_model=self.d_model, n_layers=self.n_layers,
@@ -210,7 +213,7 @@ class RunData:
 def run_data(cfg: RunConfig, device: torch.device) -> RunData:
     "Split the objects by coverage; sample validation scenes from `val` and test scenes from `heldout` objects only."
     space = cfg.space
-    split = coverage_split(space, cfg.coverage, cfg.seed, cfg.val_fraction)
+    split = cfg.split()
     fit = torch.from_numpy(split.fit).to(device)
     allowed = torch.zeros(space.n_objects, dtype=torch.bool, device=device); allowed[fit] = True
     g = make_generator(10_000 + cfg.seed, device)       # evaluation scenes never depend on training randomness
