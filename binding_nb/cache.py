@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from tqdm import tqdm
 
-from .utils import _safe_reason, atomic_file, fingerprint, set_aside, writable_folder
+from .utils import safe_reason, atomic_file, fingerprint, set_aside, writable_folder
 
 # %% auto #0
 __all__ = ['CACHE_FORMAT', 'items_fingerprint', 'data_fingerprint', 'cache_key', 'cache_path', 'check_cache_dir', 'write_cache',
@@ -126,7 +126,7 @@ def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np
             with np.load(f, allow_pickle=False) as z: header, arr = json.loads(str(z["header"])), z["embeddings"]
         if not isinstance(header, dict): return None, "unreadable (its header is not a JSON object)"
     except Exception as e:
-        return None, f"unreadable ({_safe_reason(e)[:160]})"
+        return None, f"unreadable ({safe_reason(e)[:160]})"
     checks = [(header.get("key") == key, "written for a different key"),
               (arr.dtype == np.float32, f"of dtype {arr.dtype}, not float32"),
               (arr.ndim == 2 and arr.shape[0] == n and (dim is None or arr.shape[1] == dim), f"of shape {arr.shape}, expected [{n}, {dim or 'd'}]"),

@@ -27,7 +27,7 @@ with warnings.catch_warnings():   # transformers and sentence-transformers impor
     warnings.filterwarnings("ignore", message="IProgress not found")
     importlib.import_module("tqdm.auto")
 
-from .utils import UnknowableCallable, _WEIGHT_SUFFIXES, _safe_reason, callable_identity, file_signature, fingerprint, resolve_device
+from .utils import UnknowableCallable, WEIGHT_SUFFIXES, safe_reason, callable_identity, file_signature, fingerprint, resolve_device
 
 # %% auto #0
 __all__ = ['ENCODER_PREFIXES', 'ImagePreprocess', 'Encoder', 'as_encoder', 'hub_offline', 'WeightsUnavailableError',
@@ -178,7 +178,7 @@ def _weights_error(name: str, example: str, detail: str = "") -> WeightsUnavaila
 # %% ../nbs/02_encoders.ipynb #a9b40eed
 def looks_like_path(s: str) -> bool:
     "Whether a string is meant as a filesystem path (has a separator, starts with '~' or '.', or has a weights suffix)."
-    return os.sep in s or "/" in s or s.startswith(("~", ".")) or s.endswith(_WEIGHT_SUFFIXES)
+    return os.sep in s or "/" in s or s.startswith(("~", ".")) or s.endswith(WEIGHT_SUFFIXES)
 
 # %% ../nbs/02_encoders.ipynb #47f69e36
 _SAFETENSORS_MAX_HEADER = 100_000_000   # the header size limit safetensors itself enforces
@@ -223,7 +223,7 @@ def _weights_file_problem(path: Path) -> str:
     if head.startswith(b"PK\x03\x04"):
         try:
             with zipfile.ZipFile(path) as z: names = z.namelist()
-        except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({_safe_reason(e)})"
+        except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({safe_reason(e)})"
         return "" if any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5: return ""     # a pickle: torch.save's legacy format
     return "it is neither a zip archive (torch.save) nor a pickle (torch.save's legacy format)"
@@ -235,9 +235,9 @@ def _check_weights_file(path: Path, name: str, advice: str) -> None:
 
 def _check_weights_folder(folders: Sequence[Path], name: str, advice: str) -> None:
     "Every weights file directly in `folders` looks whole, and there is at least one (else `WeightsUnavailableError`)."
-    files = sorted(f for d in folders if d.is_dir() for f in d.iterdir() if f.is_file() and f.suffix in _WEIGHT_SUFFIXES)
+    files = sorted(f for d in folders if d.is_dir() for f in d.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
     if not files:
-        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file ({', '.join(_WEIGHT_SUFFIXES)}); {advice}")
+        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file ({', '.join(WEIGHT_SUFFIXES)}); {advice}")
     for f in files: _check_weights_file(f, name, advice)
 
 def _read_config(folder: Path, name: str, advice: str, missing: str = "has no config.json") -> dict:
@@ -245,13 +245,13 @@ def _read_config(folder: Path, name: str, advice: str, missing: str = "has no co
     path = folder / "config.json"
     if not path.is_file(): raise ValueError(f"{folder} (weights for {name}) {missing}; {advice}")
     try: cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: {_safe_reason(e)}; {advice}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: {safe_reason(e)}; {advice}") from None
     if not isinstance(cfg, dict): raise ValueError(f"{path} (for {name}) is damaged: it holds no JSON object; {advice}")
     return cfg
 
 def _load_failure(path: Path, name: str, e: BaseException, advice: str) -> ValueError:
     "The error for a local checkpoint that looked whole but did not load: damaged inside, or not weights for this model."
-    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind ({_safe_reason(e)}); {advice}")
+    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind ({safe_reason(e)}); {advice}")
 
 # %% ../nbs/02_encoders.ipynb #6d9f7d51
 def build_seeded(seed: int, build: Callable[[], Any]) -> Any:
@@ -324,7 +324,7 @@ def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -
     example = f"load_encoder('{name}', pretrained='/path/to/open_clip_model.safetensors')"
     if local is None and hub_offline(): raise _weights_error(f"{name} ({tag})", example)
     try: model = open_clip.create_model(arch, pretrained=local or tag, force_quick_gelu=bool(cfg.get("quick_gelu")))
-    except Exception as e: raise _weights_error(f"{name} ({tag})", example, _safe_reason(e)) from None
+    except Exception as e: raise _weights_error(f"{name} ({tag})", example, safe_reason(e)) from None
     return model, f"openclip:{tag}"
 
 def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "openai", modality: str = "image",
@@ -477,7 +477,7 @@ def _st_folder_parts(folder: Path, name: str) -> list[Path]:
         return [folder]
     try: modules = json.loads((folder / "modules.json").read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: {_safe_reason(e)}; {_ST_ADVICE}") from None
+        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: {safe_reason(e)}; {_ST_ADVICE}") from None
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: it holds no list of modules; {_ST_ADVICE}")
     for m in modules:

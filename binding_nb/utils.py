@@ -32,11 +32,11 @@ import pandas as pd
 import torch
 
 # %% auto #0
-__all__ = ['resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder', 'CorruptFileError',
-           'write_verified', 'read_verified', 'verified_digest', 'fingerprint', 'file_signature', 'UnknowableCallable',
-           'callable_identity', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'number_in', 'parse_list',
-           'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table', 'in_processes', 'repo_root',
-           'repo_path']
+__all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder',
+           'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason', 'fingerprint',
+           'file_signature', 'UnknowableCallable', 'callable_identity', 'numpy_or_torch', 'seeded_subset',
+           'whole_number', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
+           'show_table', 'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -144,7 +144,7 @@ def verified_digest(path: str | os.PathLike, kind: str) -> str | None:
 # %% ../nbs/utils.ipynb #9bd0627f
 _UNSAFE_ADVICE = re.compile(r"weights_only|allow_pickle|unsafe|arbitrary code", re.I)
 
-def _safe_reason(e: BaseException) -> str:
+def safe_reason(e: BaseException) -> str:
     "`Type: first line of the message` of a library error, without advice to load a file unsafely (which is never right for a damaged file)."
     lines = str(e).strip().splitlines()
     first = "" if not lines or _UNSAFE_ADVICE.search(str(e)) else lines[0][:200]
@@ -166,13 +166,13 @@ def fingerprint(*parts, length: int | None = 16, algorithm: str = "sha256") -> s
     return h.hexdigest()[:length]
 
 # %% ../nbs/utils.ipynb #4c5e11ec
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
 
 def file_signature(path: str | os.PathLike) -> str:
     "`path:size:mtime` of a weights file, or of every weights file in a folder (hashed), for cache keys."
     p = Path(path).expanduser().resolve()
     if not p.exists(): raise FileNotFoundError(f"no such file or folder: {p}")
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in _WEIGHT_SUFFIXES)
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
     stats = ";".join(f"{f.relative_to(p) if p.is_dir() else f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
     return f"file:{p}#{fingerprint(stats)}"
 

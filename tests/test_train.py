@@ -109,13 +109,18 @@ def _rewrite(path: Path, edit) -> None:
     buf = io.BytesIO(); torch.save(ck, buf); write_verified(path, buf.getvalue(), "checkpoint")
 
 
+def _edited_checkpoint(path: Path, cfg: RunConfig, edit) -> bytes:
+    "A checkpoint of `cfg` after 10 steps at `path`, rewritten after `edit(checkpoint)`; its bytes."
+    train_run(cfg, path, stop_after=10, progress=False)
+    _rewrite(path, edit)
+    return path.read_bytes()
+
+
 def test_unknown_config_key_is_named_not_a_traceback(tmp_path):
     "A checkpoint whose config holds a setting RunConfig lacks: a sentence naming the file and the setting (was a raw TypeError in load_model)."
     cfg = RunConfig(**CFG)
     ck = tmp_path / "odd_settings.pt"
-    train_run(cfg, ck, stop_after=10, progress=False)
-    _rewrite(ck, lambda c: c["config"].update(dropout=0.1))
-    raw = ck.read_bytes()
+    raw = _edited_checkpoint(ck, cfg, lambda c: c["config"].update(dropout=0.1))
     for load in (lambda: load_model(ck, "cpu"), lambda: load_checkpoint(ck, cfg), lambda: train_run(cfg, ck, progress=False)):
         with pytest.raises(ValueError) as e:
             load()
@@ -128,10 +133,8 @@ def test_weights_that_do_not_fit_their_config_are_named(tmp_path):
     "Weights saved at one width under a config edited to another: a sentence naming the file (was a raw size-mismatch RuntimeError)."
     cfg = RunConfig(**CFG)
     ck = tmp_path / "edited.pt"
-    train_run(cfg, ck, stop_after=10, progress=False)
-    _rewrite(ck, lambda c: c["config"].update(d_model=16))
+    raw = _edited_checkpoint(ck, cfg, lambda c: c["config"].update(d_model=16))
     edited = dataclasses.replace(cfg, d_model=16)
-    raw = ck.read_bytes()
     for load in (lambda: load_model(ck, "cpu"), lambda: train_run(edited, ck, progress=False)):
         with pytest.raises(ValueError) as e:
             load()
