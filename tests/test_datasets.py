@@ -417,6 +417,6 @@ def test_render_cache_read_only(tmp_path, lock_read_only):
 ])
 def test_every_parameter_is_checked_before_any_work(tmp_path, params, message):
     from conftest import run_parameter_check
-    page = Path(__file__).resolve().parents[1] / "nbs" / "01_datasets.ipynb"
+    page = Path(__file__).resolve().parents[1] / "nbs" / "01b_clevr.ipynb"
     with pytest.raises(ValueError, match=re.escape(message)): run_parameter_check(page, output_dir=str(tmp_path / "out"), **params)
     assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""Tests of 03_geometry beyond the notebook's own: papermill runs, known answers, bad input, invariances, other designs, any encoder."""
+"""Tests of §4 (03_geometry and its pages 03b–03g) beyond the pages' own: papermill runs, known answers, bad input, invariances, other designs, any encoder."""
 import json, subprocess, sys, time
 from pathlib import Path
 
@@ -386,7 +386,7 @@ def _failing_cell(path: Path) -> tuple[int, int]:
     "Index of the cell that raised in a papermill output notebook, and of the first cell of the page's first section."
     cells = json.loads(path.read_text())["cells"]
     failed = next(i for i, c in enumerate(cells) if any(o.get("output_type") == "error" for o in c.get("outputs", [])))
-    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## Scenes"))
+    first = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).startswith("## The experiment"))
     return failed, first
 
 
