@@ -1,5 +1,5 @@
 """Tests of 07_pixels beyond the page's own: the renderer's labels on many scenes, a resumed pixel run, overfitting, parameters checked first."""
-import hashlib, json, subprocess, sys
+import dataclasses, hashlib, json, subprocess, sys
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +221,31 @@ def test_palette_refuses_too_few_levels_and_bool_levels():
     with pytest.raises(ValueError, match="holds only 7 colours .* fewer than V=10"): palette(10, levels=2)
     with pytest.raises(ValueError, match="levels must be a whole number"): palette(4, levels=True)
     assert len(palette(7, levels=2)) == 7
+
+
+def test_pixels_are_an_input_kind_loaded_by_name(tmp_path):
+    "Training never imports the pixel page; a pixel checkpoint loads by its config's name alone, the pixel module imported on first use."
+    cfg = RunConfig(C=2, V=4, steps=2, batch_size=8, d_model=16, n_layers=1, eval_every=2, ckpt_every=2, n_val_scenes=8, n_test_scenes=8,
+                    device="cpu", inputs="pixels", input_settings=PixelConfig(level=2, image_size=16, square=5))
+    train_run(cfg, tmp_path / "px.pt", progress=False)
+    code = f"""import sys
+import binding_nb.train as train
+assert "binding_nb.pixels" not in sys.modules, "train imports the pixel page"
+model, cfg = train.load_model({str(tmp_path / 'px.pt')!r}, device="cpu")
+assert "binding_nb.pixels" in sys.modules and type(model.scene_encoder).__name__ == "PixelSceneTower"
+assert cfg.input_settings == dict(level=2, image_size=16, square=5, noise=0.3, patch=4, conv_depth=2, conv_channels=32), cfg.input_settings
+print(model.config.input_settings)"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "PixelConfig(level=2, image_size=16, square=5" in out.stdout
+    src = (Path(__file__).parents[1] / "binding_nb" / "train.py").read_text()
+    assert "pixel" not in src.lower(), "train.py names an input kind"
+
+
+def test_the_pixel_settings_are_written_once():
+    "A RunConfig holds a PixelConfig as a dict (what a checkpoint stores), and its model config the PixelConfig itself."
+    cfg = RunConfig(C=2, V=6, inputs="pixels", input_settings=PixelConfig(level=3))
+    assert cfg.input_settings == dataclasses.asdict(PixelConfig(level=3)) and RunConfig(**dataclasses.asdict(cfg)) == cfg
+    assert cfg.model_config().input_settings == PixelConfig(level=3)
+    assert cfg.model_key() == RunConfig(C=2, V=6, inputs="pixels", input_settings=dict(level=3)).model_key()
+    with pytest.raises(ValueError, match="no settings \\['levle'\\]"): RunConfig(C=2, V=6, inputs="pixels", input_settings=dict(levle=3, level=1)).model_config()
