@@ -128,7 +128,8 @@ class InputKind:
     def changed_settings(self, given) -> dict:
         "The settings of `given` that differ from the kind's defaults, as a dict."
         if self.settings is None: return {}
-        return {k: v for k, v in asdict(self.settings_of(given)).items() if v != getattr(self.settings(), k)}
+        default = asdict(self.settings())
+        return {k: v for k, v in asdict(self.settings_of(given)).items() if v != default[k]}
 
 _INPUT_KINDS: dict[str, InputKind] = {}
 
