@@ -59,7 +59,7 @@ def main() -> None:
         print(json.dumps(dict(bench="render", device=str(dev), threads=args.threads, level=level, n=args.n, V=args.V,
                               ms=round(ms, 1), images_per_s=round(args.n / ms * 1e3))), flush=True)
     base = RunConfig(C=2, V=10, coverage=0.9, device=str(dev))
-    for name, cfg in [("tokens", base)] + [(f"pixels, level {l}", dataclasses.replace(base, inputs="pixels", level=l)) for l in LEVELS]:
+    for name, cfg in [("tokens", base)] + [(f"pixels, level {l}", dataclasses.replace(base, inputs="pixels", input_settings=dict(level=l))) for l in LEVELS]:
         print(json.dumps(dict(bench="train", device=str(dev), threads=args.threads, inputs=name, batch_size=cfg.batch_size,
                               steps_per_s=round(steps_per_second(cfg, args.seconds), 2))), flush=True)
 

@@ -36,7 +36,7 @@ def main() -> None:
     times.sort()
     print(json.dumps({"bench": "make_batch", "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
                       "C": a.concepts, "V": a.values, "max_objects": a.max_objects,
-                      "object_queries": int(b.object_queries.shape[0]),
+                      "object_queries": int(b.object_values.shape[0]),
                       "median_ms": round(1e3 * times[len(times) // 2], 2), "min_ms": round(1e3 * times[0], 2),
                       "target_ms": 20}))
 

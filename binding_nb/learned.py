@@ -25,9 +25,8 @@ from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .loop import TrainingDiverged
 from .models import DualEncoder
 from .results import ResultsTable
-from .scenes import ConceptSpace, concept_recognition, object_recognition
-from .tokens import tokenize_scenes
-from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint
+from .scenes import ConceptSpace
+from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 
@@ -54,8 +53,8 @@ class QueryProbes:
         for a in range(0, len(values), chunk):
             s = torch.as_tensor(np.ascontiguousarray(x[a:a + chunk]), dtype=torch.float32, device=dev)
             v = torch.as_tensor(np.asarray(values[a:a + chunk]), device=dev)
-            concept.append(concept_recognition(s @ self.values.T, v, self.space))
-            obj.append(object_recognition(s @ self.objects.T, v, self.space))
+            ok = recognition(s, v, self.values, self.objects, self.space)      # B4's evaluate scores the same way
+            concept.append(ok[0]); obj.append(ok[1])
         return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()))
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
@@ -117,7 +116,7 @@ def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> 
     @torch.inference_mode()
     def embed_scenes(scenes: np.ndarray) -> np.ndarray:
         parts = [torch.as_tensor(scenes[a:a + chunk], device=dev) for a in range(0, len(scenes), chunk)]
-        return np.concatenate([model.scene_encoder(tokenize_scenes(space, p, 2, check=False))[0].float().cpu().numpy() for p in parts])
+        return np.concatenate([model.scene_encoder(p)[0].float().cpu().numpy() for p in parts])
     return embed_scenes
 
 def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, name: str | None = None, n_scenes: int | None = None,
@@ -245,7 +244,7 @@ class TrainedModel:
 def architecture_name(cfg: RunConfig) -> str:
     "05's name of a run's architecture: transformer, product-shared or product-independent; with a pixel scene tower (07), 'pixels Lk, ' first."
     name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
-    return name if cfg.inputs == "tokens" else f"pixels L{cfg.level}, {name}"
+    return name if cfg.inputs == "tokens" else f"pixels L{cfg.model_config().input_settings.level}, {name}"
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)

@@ -5,35 +5,38 @@
 # %% ../nbs/B2_models.ipynb #bdfc48a1
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from functools import partial
+from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .scenes import ConceptSpace
-from .tokens import scene_length, SceneBatch, vocab
+from .scenes import scene_sizes
+from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes, vocab
 from .utils import whole_number
 
 # %% auto #0
-__all__ = ['ARCHITECTURES', 'INPUTS', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem',
-           'Block', 'TransformerBody', 'Tower', 'token_tower', 'make_towers', 'DualEncoder', 'n_parameters',
-           'ValueCode', 'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss', 'forward_flops', 'step_flops']
+__all__ = ['ARCHITECTURES', 'INPUT_MODULES', 'ModelConfig', 'InputKind', 'register_inputs', 'input_kind', 'PackedTokens',
+           'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block', 'TransformerBody', 'Tower',
+           'token_tower', 'token_towers', 'query_tower', 'make_towers', 'DualEncoder', 'n_parameters', 'ValueCode',
+           'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss', 'forward_flops', 'step_flops']
 
 # %% ../nbs/B2_models.ipynb #b8a0ac39
 ARCHITECTURES = ("transformer", "product")
-INPUTS = ("tokens", "pixels")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    "Architecture of a dual encoder: vocabulary, sequence lengths, the kind of tower and its shape."
-    vocab_size: int
-    pad_id: int
-    scene_len: int                  # longest scene sequence
-    query_len: int                  # longest query sequence
+    "Architecture of a dual encoder: the scenes it reads, what its scene tower reads them as, the kind of tower and its shape."
+    C: int                          # concepts
+    V: int                          # values per concept
+    max_objects: int                # objects per scene, at most
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
@@ -51,18 +54,12 @@ class ModelConfig:
     rank: int = 64                  # product: width r of each value's vectors u and v
     code: str = "shared"            # product: value tables 'shared' by the two towers, or 'independent'
     v_mean: float = 0.0             # product: mean of the v vectors at initialisation (0: zero-mean; 1 starts near-additive)
-    inputs: str = "tokens"          # what the scene tower reads: scene 'tokens', or 'pixels' (rendered squares, App. E; page 07)
-    level: int = 1                  # pixels: 1 clean, 2 speckle noise, 3 speckle noise and overlap
-    image_size: int = 32            # pixels: image side
-    square: int = 10                # pixels: square side (a border of 2 pixels around the fill)
-    noise: float = 0.3              # pixels: speckle strength at levels 2-3
-    patch: int = 4                  # pixels: side of the patch each token reads
-    conv_depth: int = 2             # pixels: convolutions of the stem (the last one cuts the patches)
-    conv_channels: int = 32         # pixels: width of the stem's inner convolutions
+    inputs: str = "tokens"          # what the scene tower reads: a registered input kind ('tokens'; 'pixels', App. E, page 07)
+    input_settings: object = None   # the input kind's settings (its settings object, a dict of them, or None: its defaults)
 
     def __post_init__(self):
-        for name in ("vocab_size", "scene_len", "query_len", "d_model", "n_layers", "n_heads", "d_out"):
-            whole_number(getattr(self, name), name, low=1)
+        for name in ("C", "max_objects", "d_model", "n_layers", "n_heads", "d_out"): whole_number(getattr(self, name), name, low=1)
+        whole_number(self.V, "V", low=2)
         whole_number(self.ffn_mult, "ffn_mult", low=0)          # ffn_mult 0 and ffn_width 0: no feed-forward (attention only)
         whole_number(self.ffn_width, "ffn_width", low=0)
         if self.d_model % self.n_heads: raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
@@ -73,24 +70,81 @@ class ModelConfig:
             raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
         if self.code not in ("shared", "independent"): raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)
-        if self.inputs not in INPUTS: raise ValueError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
         if not 0 <= self.logit_scale_init <= self.logit_scale_max:
             raise ValueError(f"need 0 <= logit_scale_init <= logit_scale_max, got {self.logit_scale_init} and {self.logit_scale_max}")
+        kind = input_kind(self.inputs)
+        object.__setattr__(self, "input_settings", kind.settings_of(self.input_settings))
+        kind.check(self)
 
+    @property
+    def space(self) -> ConceptSpace: return ConceptSpace([self.V] * self.C)
     @property
     def d_ff(self) -> int: return self.ffn_width or self.ffn_mult * self.d_model
     @property
-    def n_values(self) -> int: return self.vocab_size - 4       # value tokens come first, then SOO, EOO, EOS, PAD
+    def n_values(self) -> int: return self.C * self.V
     @property
-    def n_concepts(self) -> int: return self.query_len - 3       # an object query is SOO t(1,c1) .. t(C,cC) EOO EOS
+    def n_concepts(self) -> int: return self.C
     @property
-    def max_objects(self) -> int: return (self.scene_len - 1) // (self.n_concepts + 2)   # object blocks of C + 2 tokens, then EOS
+    def vocab_size(self) -> int: return vocab(self.space).size          # value tokens, then SOO, EOO, EOS, PAD
+    @property
+    def pad_id(self) -> int: return vocab(self.space).pad
+    @property
+    def scene_len(self) -> int: return scene_length(self.space, self.max_objects)   # object blocks of C + 2 tokens, then EOS
+    @property
+    def query_len(self) -> int: return self.C + 3                         # an object query is SOO t(1,c1) .. t(C,cC) EOO EOS
 
     @classmethod
     def for_space(cls, space: ConceptSpace, max_objects: int, **arch) -> ModelConfig:
-        "The config for scenes of up to `max_objects` objects of `space`; `arch` sets d_model, n_layers, ..."
-        voc = vocab(space)
-        return cls(voc.size, voc.pad, scene_length(space, max_objects), space.n_concepts + 3, **arch)
+        "The config for scenes of up to `max_objects` objects of `space` (every concept with the same number of values); `arch` sets d_model, n_layers, ..."
+        if len(set(space.values_per_concept)) > 1:
+            raise ValueError(f"a model config reads C concepts of V values each, got values_per_concept={space.values_per_concept}: use ConceptSpace([V] * C)")
+        return cls(space.n_concepts, space.values_per_concept[0], max_objects, **arch)
+
+# %% ../nbs/B2_models.ipynb #c1a0e5d2
+INPUT_MODULES = {"tokens": "binding_nb.models", "pixels": "binding_nb.pixels"}   # the module that registers each known input kind
+
+@dataclass(frozen=True)
+class InputKind:
+    "What a scene tower reads: a builder of a config's (scene, query) towers, and the class of the kind's settings (None: it has none)."
+    name: str
+    towers: Callable
+    settings: type | None = None
+
+    def settings_of(self, given) -> object | None:
+        "The kind's settings from `given`: its settings object, a dict of settings, or None (the defaults)."
+        if self.settings is None:
+            if given: raise ValueError(f"inputs {self.name!r} take no settings, got input_settings={given!r}: leave input_settings None")
+            return None
+        if isinstance(given, self.settings): return given
+        if given is None: return self.settings()
+        if is_dataclass(given): given = asdict(given)
+        if not isinstance(given, dict): raise ValueError(f"input_settings of {self.name!r} inputs must be a dict or a {self.settings.__name__}, got {given!r}")
+        if unknown := sorted(set(given) - {f.name for f in fields(self.settings)}):
+            raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are {[f.name for f in fields(self.settings)]}")
+        return self.settings(**given)
+    def check(self, cfg: ModelConfig) -> None:
+        "Raise a `ValueError` when the kind's towers cannot read `cfg`."
+        if hasattr(cfg.input_settings, "check"): cfg.input_settings.check(cfg)
+    def changed_settings(self, given) -> dict:
+        "The settings of `given` that differ from the kind's defaults, as a dict."
+        if self.settings is None: return {}
+        default = asdict(self.settings())
+        return {k: v for k, v in asdict(self.settings_of(given)).items() if v != default[k]}
+
+_INPUT_KINDS: dict[str, InputKind] = {}
+
+def register_inputs(name: str, towers: Callable, settings: type | None = None) -> None:
+    "Register the input kind `name`: `towers(cfg)` builds a config's (scene tower, query tower); `settings`, a frozen dataclass of its settings."
+    _INPUT_KINDS[name] = InputKind(name, towers, settings)
+
+def input_kind(name: str) -> InputKind:
+    "The input kind registered as `name`, its module imported first if it is a known one."
+    if name not in _INPUT_KINDS and name in INPUT_MODULES: importlib.import_module(INPUT_MODULES[name])
+    if name not in _INPUT_KINDS:
+        raise ValueError(f"inputs must be one of {sorted(set(INPUT_MODULES) | set(_INPUT_KINDS))}, got {name!r}: register another kind with register_inputs")
+    return _INPUT_KINDS[name]
+
+register_inputs("tokens", lambda cfg: token_towers(cfg))   # token towers are defined below
 
 # %% ../nbs/B2_models.ipynb #63524d1b
 @dataclass(frozen=True)
@@ -155,9 +209,9 @@ def sinusoidal_positions(max_len: int, d_model: int) -> torch.Tensor:
 class TokenStem(nn.Module):
     "Token embedding + positional encoding of packed token sequences."
     def __init__(self, vocab_size: int, max_len: int, pad_id: int, d_model: int, positional: str = "sinusoidal",
-                 embed_std: float = 1.0):
+                 embed_std: float = 1.0, tokenize: Callable[[torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
-        self.pad_id = pad_id
+        self.pad_id, self.tokenize = pad_id, tokenize      # tokenize: what the stem reads -> token ids (None: it reads token ids)
         self.tok = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.tok.weight, std=embed_std)
         if positional == "learned":
@@ -168,7 +222,8 @@ class TokenStem(nn.Module):
     def position_embedding(self, positions: torch.Tensor) -> torch.Tensor:
         return self.pos(positions) if hasattr(self, "pos") else self.sinusoid[positions]
 
-    def forward(self, *token_sets: torch.Tensor) -> Packed:
+    def forward(self, *inputs: torch.Tensor) -> Packed:
+        token_sets = inputs if self.tokenize is None else [self.tokenize(x) for x in inputs]
         padded = token_sets[0].is_cuda if self.padded is None else self.padded
         p = pack_tokens(token_sets, self.pad_id, padded)
         return Packed(self.tok(p.tokens) + self.position_embedding(p.positions), p.groups, p.eos, p.order, p.sizes,
@@ -236,29 +291,38 @@ class Tower(nn.Module):
                 state_dict[prefix + ("stem." if m[1] in ("tok", "pos") else "body.") + rest] = state_dict.pop(key)
 
 # %% ../nbs/B2_models.ipynb #da262008
-def token_tower(cfg: ModelConfig, max_len: int) -> Tower:
-    "A token-input tower of architecture `cfg` for sequences of up to `max_len` tokens."
-    stem = TokenStem(cfg.vocab_size, max_len, cfg.pad_id, cfg.d_model, cfg.positional, cfg.embed_std)
+def token_tower(cfg: ModelConfig, queries: bool = False) -> Tower:
+    "A transformer tower of `cfg` on tokens it makes itself: of scenes `[n, slots, C]`, or with `queries` of query values (`tokenize_queries`)."
+    space = cfg.space
+    tokenize = partial(tokenize_queries, space) if queries else partial(tokenize_scenes, space, max_objects=cfg.max_objects, check=False)
+    stem = TokenStem(cfg.vocab_size, cfg.query_len if queries else cfg.scene_len, cfg.pad_id, cfg.d_model, cfg.positional,
+                     cfg.embed_std, tokenize)
     return Tower(stem, TransformerBody(cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.d_out, cfg.final_norm))
 
 # %% ../nbs/B2_models.ipynb #2c986908
-def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
-    "The scene and query towers of `cfg`: two transformers (the token embedding shared if asked), or two product towers."
+def token_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
+    "The towers of a token-input config: two transformers (the token embedding shared if asked), or two product towers."
     if cfg.architecture == "product": return product_towers(cfg)
-    scene, query = token_tower(cfg, cfg.scene_len), token_tower(cfg, cfg.query_len)
+    scene, query = token_tower(cfg), token_tower(cfg, queries=True)
     if cfg.share_embedding: query.stem.tok = scene.stem.tok
     return scene, query
+
+def query_tower(cfg: ModelConfig) -> nn.Module:
+    "The query tower of `cfg`'s architecture, for a scene tower of another input kind."
+    return product_towers(cfg)[1] if cfg.architecture == "product" else token_tower(cfg, queries=True)
+
+def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
+    "The scene and query towers of `cfg`, as its input kind builds them."
+    return input_kind(cfg.inputs).towers(cfg)
 
 
 # %% ../nbs/B2_models.ipynb #5f97c7b8
 class DualEncoder(nn.Module):
     "A scene tower and a query tower of the same architecture, and a learnable CLIP-style temperature."
-    def __init__(self, cfg: ModelConfig, towers: tuple[nn.Module, nn.Module] | None = None):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        if cfg.inputs != "tokens" and towers is None:
-            raise ValueError(f"a config with {cfg.inputs} inputs needs its towers: pass towers=binding_nb.pixels.pixel_towers(cfg)")
         self.config = cfg
-        self.scene_encoder, self.query_encoder = towers or make_towers(cfg)
+        self.scene_encoder, self.query_encoder = make_towers(cfg)
         self.logit_scale = nn.Parameter(torch.tensor(cfg.logit_scale_init))
         if cfg.init == "xavier":
             for m in self.modules():
@@ -267,12 +331,12 @@ class DualEncoder(nn.Module):
     def scale(self) -> torch.Tensor:
         "The temperature $e^{\\tau}$, with $\\tau$ clamped to $[0, \\tau_{\\max}]$."
         return self.logit_scale.clamp(0, self.config.logit_scale_max).exp()
-    def embed_scenes(self, tokens: torch.Tensor) -> torch.Tensor:
-        "Unit embeddings `[n, d_out]` of scene token sequences `[n, L]`."
-        return F.normalize(self.scene_encoder(tokens)[0], dim=-1)
-    def embed_queries(self, *tokens: torch.Tensor) -> list[torch.Tensor]:
-        "Unit embeddings of each set of query sequences, embedded in one pass."
-        return [F.normalize(e, dim=-1) for e in self.query_encoder(*tokens)]
+    def embed_scenes(self, scenes: torch.Tensor) -> torch.Tensor:
+        "Unit embeddings `[n, d_out]` of scenes `[n, slots, C]` (values, -1 for an empty slot)."
+        return F.normalize(self.scene_encoder(scenes)[0], dim=-1)
+    def embed_queries(self, *queries: torch.Tensor) -> list[torch.Tensor]:
+        "Unit embeddings of each set of queries, in one pass: concept queries as global value indices `[n]`, object queries as object values `[n, C]`."
+        return [F.normalize(e, dim=-1) for e in self.query_encoder(*queries)]
 
 # %% ../nbs/B2_models.ipynb #2bb49c4c
 def n_parameters(module: nn.Module) -> int:
@@ -297,28 +361,27 @@ class ValueCode(nn.Module):
 
 # %% ../nbs/B2_models.ipynb #1e05b5e5
 class ProductTower(nn.Module):
-    "A tower that reads tokens through a value code: a scene is the sum of its objects' codes, then a linear head."
-    def __init__(self, code: ValueCode, n_concepts: int, soo: int, d_out: int):
+    "A tower that reads values through a value code: a scene is the sum of its objects' codes, then a linear head."
+    def __init__(self, code: ValueCode, n_concepts: int, values_per_concept: int, d_out: int):
         super().__init__()
-        self.code, self.n_concepts, self.soo = code, n_concepts, soo
+        self.code = code
         self.head = nn.Linear(2 * code.u.shape[1], d_out)
+        self.register_buffer("offsets", torch.arange(n_concepts) * values_per_concept, persistent=False)   # global index of each concept's value 0
 
-    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
-        "`[n, d_out]` for one set of sequences: concept queries `[n, 2]`, or object queries and scenes (object blocks)."
-        if tokens.shape[1] == 2: return self.head(self.code.concepts(tokens[:, 0]))
-        w = self.n_concepts + 2
-        blocks = tokens[:, :(tokens.shape[1] - 1) // w * w].reshape(len(tokens), -1, w)   # [n, slots, SOO t.. EOO]
-        filled = blocks[..., :1] == self.soo
-        return self.head((self.code.objects(blocks[..., 1:-1].where(filled, 0)) * filled).sum(1))
-    def forward(self, *inputs: torch.Tensor) -> list[torch.Tensor]: return [self.encode(t) for t in inputs]
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        "`[n, d_out]` for one input set: concept queries `[n]` (global value indices), object queries `[n, C]` or scenes `[n, slots, C]` (values)."
+        if x.ndim == 1: return self.head(self.code.concepts(x))
+        objects = x if x.ndim == 3 else x[:, None]                                   # [n, slots, C]
+        filled = objects[..., :1] >= 0
+        return self.head((self.code.objects((objects + self.offsets).where(filled, 0)) * filled).sum(1))
+    def forward(self, *inputs: torch.Tensor) -> list[torch.Tensor]: return [self.encode(x) for x in inputs]
 
 # %% ../nbs/B2_models.ipynb #83642860
 def product_towers(cfg: ModelConfig) -> tuple[ProductTower, ProductTower]:
     "Scene and query product towers on one value code (`cfg.code == 'shared'`) or on one each ('independent')."
     scene_code = ValueCode(cfg.n_values, cfg.rank, cfg.v_mean)
     query_code = scene_code if cfg.code == "shared" else ValueCode(cfg.n_values, cfg.rank, cfg.v_mean)
-    soo = cfg.n_values                                      # the first token after the value tokens
-    return ProductTower(scene_code, cfg.n_concepts, soo, cfg.d_out), ProductTower(query_code, cfg.n_concepts, soo, cfg.d_out)
+    return ProductTower(scene_code, cfg.C, cfg.V, cfg.d_out), ProductTower(query_code, cfg.C, cfg.V, cfg.d_out)
 
 # %% ../nbs/B2_models.ipynb #156dd335
 def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = False) -> torch.Tensor:
@@ -333,13 +396,13 @@ def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = F
 # %% ../nbs/B2_models.ipynb #8e62321d
 def batch_loss(model: DualEncoder, batch: SceneBatch, concept_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
     "`concept_weight` x concept loss + object loss of one `SceneBatch`, and the two parts (detached: reading them waits for the device)."
-    s = model.embed_scenes(batch.scene_tokens)
+    s = model.embed_scenes(batch.scenes)
     scale = model.scale()
     if concept_weight:
-        c, o = model.embed_queries(batch.concept_queries, batch.object_queries)
+        c, o = model.embed_queries(batch.concept_values, batch.object_values)
         lc = soft_target_ce(scale * s @ c.T, batch.concept_pos)
     else:
-        (o,), lc = model.embed_queries(batch.object_queries), s.new_zeros(())
+        (o,), lc = model.embed_queries(batch.object_values), s.new_zeros(())
     lo = soft_target_ce(scale * s @ o.T, batch.object_pos, skip_empty=batch.partial_positives)
     return concept_weight * lc + lo, {"concept_loss": lc.detach(), "object_loss": lo.detach()}
 
@@ -356,9 +419,9 @@ def forward_flops(cfg: ModelConfig, *lengths_sets: torch.Tensor) -> int:
 
 # %% ../nbs/B2_models.ipynb #82cd8b5a
 def step_flops(cfg: ModelConfig, batch: SceneBatch) -> int:
-    "Analytic forward+backward FLOPs (3x forward) of one training step on `batch`: both towers and the score matrices."
-    true_len = lambda t: (t != cfg.pad_id).sum(1)
-    fwd = forward_flops(cfg, true_len(batch.scene_tokens)) + \
-          forward_flops(cfg, true_len(batch.concept_queries), true_len(batch.object_queries))
-    fwd += 2 * len(batch.scene_tokens) * (len(batch.concept_queries) + len(batch.object_queries)) * cfg.d_out
+    "Analytic forward+backward FLOPs (3x forward) of one training step of a token transformer on `batch`: both towers and the score matrices."
+    scene_len = scene_sizes(batch.scenes) * (cfg.C + 2) + 1                          # the true lengths: object blocks, then EOS
+    concept_len, object_len = torch.full((len(batch.concept_values),), 2), torch.full((len(batch.object_values),), cfg.query_len)
+    fwd = forward_flops(cfg, scene_len) + forward_flops(cfg, concept_len, object_len)
+    fwd += 2 * len(batch.scenes) * (len(batch.concept_values) + len(batch.object_values)) * cfg.d_out
     return 3 * fwd

@@ -11,16 +11,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .models import ModelConfig, Packed, Tower, TransformerBody, product_towers, sinusoidal_positions, token_tower
+from .models import ModelConfig, Packed, Tower, TransformerBody, query_tower, register_inputs, sinusoidal_positions
 from .geometry import SceneTable
 from .scenes import ConceptSpace
-from .tokens import detokenize_scenes
+from .tokens import fit_slots
 from .utils import whole_number
 
 # %% auto #0
 __all__ = ['BACKGROUND', 'MAX_PALETTE', 'LEVELS', 'BORDER', 'EVAL_SEED', 'CLIP', 'srgb_to_lab', 'palette', 'palette_separation',
-           'largest_apart_square', 'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'renderer_of',
-           'check_pixel_config', 'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
+           'largest_apart_square', 'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'PixelConfig',
+           'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
 
 # %% ../nbs/07_pixels.ipynb #47508fce
 BACKGROUND = (0.0, 0.0, 0.0)    # black
@@ -100,36 +100,36 @@ class SquareRenderer:
         along_y = room[:, :1] >= room[:, 1:]
         return torch.where(torch.cat([along_y, ~along_y], 1), edge, other)
 
-    def corners(self, present: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-        "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first (`far_corner` where no try is)."
+    def corners(self, present: torch.Tensor, g: torch.Generator, check: bool = True) -> torch.Tensor:
+        "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first (`far_corner` where no try is). `check`: that two squares fit apart, if any scene has two (a host read)."
         n, slots = present.shape
         candidates = torch.randint(0, self.size - self.square + 1, (n, slots, self.tries, 2), generator=g, device=present.device)
         if self.level == 3 or slots == 1: return candidates[:, :, 0]
         if slots > 2: raise ValueError(f"scenes of squares hold at most two objects below level 3, got {slots} slots")
         both = present.all(1)
-        if bool(both.any()): self.check_apart(2)
+        if check and bool(both.any()): self.check_apart(2)
         first, second = candidates[:, 0, 0], candidates[:, 1]                                   # [n, 2], [n, tries, 2]
         apart = ((second - first[:, None]).abs() >= self.square).any(-1) | ~both[:, None]       # [n, tries]
         tried = second[torch.arange(n, device=present.device), apart.int().argmax(1)]         # the first try apart
         return torch.stack([first, torch.where(apart.any(1, keepdim=True), tried, self.far_corner(first, second[:, 0]))], 1)
 
-    def render(self, scenes, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        "Images `[n, 3, size, size]` in [0, 1] of `scenes` `[n, slots, 2]` (values, -1 for an empty slot), and the corners `[n, slots, 2]` used."
+    def render(self, scenes, seed: int = 0, colours: torch.Tensor | None = None, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        "Images `[n, 3, size, size]` in [0, 1] of `scenes` `[n, slots, 2]` (values, -1 for an empty slot), and the corners `[n, slots, 2]` used. `colours`: the palette `[V, 3]` on the scenes' device (default: made here); `check=False` skips the checks that read the scenes on the host (a training step)."
         scenes = torch.as_tensor(scenes)
         if scenes.ndim != 3 or scenes.shape[-1] != 2 or scenes.is_floating_point():
             raise ValueError(f"scenes must be integer values [n, slots, 2] (fill, border), got {scenes.dtype} {tuple(scenes.shape)}")
-        if len(scenes) and (int(scenes.max()) >= self.V or int(scenes.min()) < -1):
+        if check and len(scenes) and (int(scenes.max()) >= self.V or int(scenes.min()) < -1):
             raise ValueError(f"scene values must be in 0..{self.V - 1} (V={self.V}), or -1 for an empty slot")
         dev, (n, slots, _) = scenes.device, scenes.shape
         g = torch.Generator(device=dev).manual_seed(seed)
         present = (scenes >= 0).all(-1)                                                        # [n, slots]
-        corner = self.corners(present, g)
+        corner = self.corners(present, g, check)
         ax = torch.arange(self.size, device=dev)
         y, x = ax - corner[..., :1], ax - corner[..., 1:]                                      # [n, slots, size]: offsets into each square
         within = lambda r, margin: (r >= margin) & (r < self.square - margin)
         square = within(y, 0)[..., :, None] & within(x, 0)[..., None, :] & present[..., None, None]   # [n, slots, H, W]
         fill = within(y, BORDER)[..., :, None] & within(x, BORDER)[..., None, :]
-        colours = torch.as_tensor(palette(self.V), device=dev)[scenes.clamp(min=0)]            # [n, slots, 2, 3]
+        colours = (torch.as_tensor(palette(self.V), device=dev) if colours is None else colours)[scenes.clamp(min=0)]   # [n, slots, 2, 3]
         image = torch.zeros(n, 3, self.size, self.size, device=dev)                           # the black background
         for s in range(slots):                                                                 # painter's order: a later slot on top
             colour = torch.where(fill[:, s, None], colours[:, s, 0, :, None, None], colours[:, s, 1, :, None, None])
@@ -170,45 +170,72 @@ class PixelStem(nn.Module):
 # %% ../nbs/07_pixels.ipynb #9d71c832
 EVAL_SEED = 0   # the rendering seed wherever no gradient is taken
 
-def renderer_of(cfg: ModelConfig) -> SquareRenderer:
-    "The renderer of a pixel-input model config."
-    return SquareRenderer(V=cfg.n_values // cfg.n_concepts, size=cfg.image_size, square=cfg.square, level=cfg.level, noise=cfg.noise)
+@dataclass(frozen=True)
+class PixelConfig:
+    "The settings of a pixel scene tower (`input_settings` of a config with `inputs='pixels'`): how scenes are rendered, and the stem that reads the images."
+    level: int = 1              # 1 clean, 2 speckle noise, 3 speckle noise and overlap (LEVELS)
+    image_size: int = 32        # image side
+    square: int = 10            # square side (a border of 2 pixels around the fill)
+    noise: float = 0.3          # speckle strength at levels 2-3
+    patch: int = 4              # side of the patch each token reads
+    conv_depth: int = 2         # convolutions of the stem (the last one cuts the patches)
+    conv_channels: int = 32     # width of the stem's inner convolutions
 
-def check_pixel_config(cfg: ModelConfig) -> None:
-    "Raise a `ValueError` that says what to change when `cfg` cannot read pixels (`check_config` calls it)."
-    if cfg.n_concepts != 2: raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got C={cfg.n_concepts}")
-    if cfg.max_objects > 2: raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got {cfg.max_objects}")
-    if cfg.share_embedding: raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token embedding): leave it False")
-    renderer_of(cfg).check_apart(cfg.max_objects)
-    check_stem(cfg.image_size, cfg.patch, cfg.conv_depth, cfg.conv_channels)
+    def __post_init__(self):   # whole numbers given as numpy scalars or integral floats become ints; then the renderer and the stem check them
+        for name in ("level", "image_size", "square", "patch", "conv_depth", "conv_channels"):
+            object.__setattr__(self, name, whole_number(getattr(self, name), name))
+        if isinstance(self.noise, np.generic): object.__setattr__(self, "noise", self.noise.item())
+        self.renderer(2)
+        check_stem(self.image_size, self.patch, self.conv_depth, self.conv_channels)
+
+    def renderer(self, V: int) -> SquareRenderer:
+        "The renderer of these settings for `V` colours per concept."
+        return SquareRenderer(V=V, size=self.image_size, square=self.square, level=self.level, noise=self.noise)
+
+    def check(self, cfg: ModelConfig) -> None:
+        "Raise a `ValueError` that says what to change when the model config `cfg` cannot read pixels (`ModelConfig` calls it)."
+        if cfg.C != 2: raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got C={cfg.C}")
+        if cfg.max_objects > 2: raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got {cfg.max_objects}")
+        if cfg.share_embedding: raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token embedding): leave it False")
+        self.renderer(cfg.V).check_apart(cfg.max_objects)
 
 # %% ../nbs/07_pixels.ipynb #6683d8e7
 class PixelSceneTower(nn.Module):
-    "A scene tower on pixels: scene tokens -> their scenes -> images (fresh under gradient, seed `EVAL_SEED` without) -> `PixelStem` tower."
+    "A scene tower on pixels: scenes -> images (fresh under gradient, seed `EVAL_SEED` without) -> `PixelStem` tower."
     def __init__(self, renderer: SquareRenderer, max_objects: int, tower: Tower):
         super().__init__()
-        self.renderer, self.space, self.max_objects, self.tower = renderer, ConceptSpace([renderer.V] * 2), max_objects, tower
+        renderer.check_apart(max_objects)                  # checked once here: rendering a batch then checks nothing
+        self.renderer, self.max_objects, self.tower = renderer, max_objects, tower
         self.register_buffer("batches_rendered", torch.zeros((), dtype=torch.long))
+        self.register_buffer("palette", torch.as_tensor(palette(renderer.V)), persistent=False)
+        self.rendered = 0                                  # batches_rendered, known on the host: a batch's seed needs no device read
 
-    def images(self, tokens: torch.Tensor) -> torch.Tensor:
-        "The images `[n, 3, H, W]` this tower reads for scene tokens `[n, L]`."
-        scenes = detokenize_scenes(self.space, tokens, self.max_objects)
-        if not torch.is_grad_enabled(): return self.renderer.render(scenes, EVAL_SEED)[0]
-        self.batches_rendered += 1
-        return self.renderer.render(scenes, int(self.batches_rendered))[0]
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self.rendered = int(self.batches_rendered)
 
-    def forward(self, *token_sets: torch.Tensor) -> list[torch.Tensor]:
-        return [self.tower(self.images(t))[0] for t in token_sets]
+    def images(self, scenes: torch.Tensor) -> torch.Tensor:
+        "The images `[n, 3, H, W]` this tower reads for scenes `[n, slots, 2]` (unchecked, as every scene tower reads them)."
+        scenes = fit_slots(scenes, self.max_objects)
+        if not torch.is_grad_enabled(): return self.renderer.render(scenes, EVAL_SEED, self.palette, check=False)[0]
+        self.batches_rendered += 1; self.rendered += 1
+        return self.renderer.render(scenes, self.rendered, self.palette, check=False)[0]
+
+    def forward(self, *scene_sets: torch.Tensor) -> list[torch.Tensor]:
+        return [self.tower(self.images(s))[0] for s in scene_sets]
 
 def pixel_tower(cfg: ModelConfig) -> PixelSceneTower:
     "The pixel scene tower of `cfg`: its renderer, a `PixelStem` and a transformer body of `cfg`'s shape."
-    stem = PixelStem(cfg.d_model, cfg.image_size, cfg.patch, cfg.conv_channels, cfg.conv_depth)
+    px = cfg.input_settings
+    stem = PixelStem(cfg.d_model, px.image_size, px.patch, px.conv_channels, px.conv_depth)
     body = TransformerBody(cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.d_out, cfg.final_norm)
-    return PixelSceneTower(renderer_of(cfg), cfg.max_objects, Tower(stem, body))
+    return PixelSceneTower(px.renderer(cfg.V), cfg.max_objects, Tower(stem, body))
 
 def pixel_towers(cfg: ModelConfig) -> tuple[PixelSceneTower, nn.Module]:
     "The towers of a pixel-input `DualEncoder`: the pixel scene tower, and the query tower of `cfg`'s architecture (tokens, or a product tower)."
-    return pixel_tower(cfg), product_towers(cfg)[1] if cfg.architecture == "product" else token_tower(cfg, cfg.query_len)
+    return pixel_tower(cfg), query_tower(cfg)
+
+register_inputs("pixels", pixel_towers, PixelConfig)
 
 # %% ../nbs/07_pixels.ipynb #f59e8678
 CLIP = "openclip:ViT-B-32"

@@ -100,7 +100,10 @@ class ConceptSpace:
 
     def _consts(self, like: Array, which: str) -> Array:
         vals = getattr(self, which)
-        return torch.tensor(vals, device=like.device) if _is_torch(like) else np.asarray(vals)
+        if not _is_torch(like): return np.asarray(vals)
+        cache = self.__dict__.setdefault("_on_device", {})     # one copy per device: later calls do not wait for a host copy
+        if (which, like.device) not in cache: cache[which, like.device] = torch.tensor(vals, device=like.device)
+        return cache[which, like.device]
 
     def check_values(self, values: Array, allow_empty: bool = False) -> Array:
         "Validate an integer array `[..., C]` of concept values (`-1` rows allowed with `allow_empty`)."
@@ -142,9 +145,9 @@ class ConceptSpace:
         values = (ids[..., None] // self._consts(ids, "strides")) % self._consts(ids, "values_per_concept")
         return values.where(ids[..., None] >= 0, -1) if _is_torch(values) else np.where(ids[..., None] >= 0, values, -1)
 
-    def value_index(self, values: Array) -> Array:
-        "Global concept-major index `offset_k + v` of each value in `[..., C]`; -1 stays -1."
-        values = self.check_values(values, allow_empty=True)
+    def value_index(self, values: Array, check: bool = True) -> Array:
+        "Global concept-major index `offset_k + v` of each value in `[..., C]`; -1 stays -1. `check=False`: values known to be valid (no host read)."
+        if check: values = self.check_values(values, allow_empty=True)
         idx = values + self._consts(values, "offsets")
         return idx.where(values >= 0, -1) if _is_torch(idx) else np.where(values >= 0, idx, -1)
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 # %% auto #0
-__all__ = ['Vocab', 'vocab', 'scene_length', 'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries', 'tokenize_object_queries', 'SceneBatch', 'make_batch']
+__all__ = ['Vocab', 'vocab', 'scene_length', 'fit_slots', 'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries', 'tokenize_objects', 'tokenize_object_queries', 'tokenize_queries', 'SceneBatch', 'make_batch']
 
 # %% ../nbs/00_scenes.ipynb #aab20606
 from dataclasses import dataclass
@@ -45,16 +45,20 @@ def scene_length(space: ConceptSpace, max_objects: int) -> int:
 def _object_blocks(space: ConceptSpace, values: torch.Tensor) -> torch.Tensor:
     "`SOO t.. EOO` blocks `[..., C+2]` for values `[..., C]`; empty (-1) objects become PAD."
     voc = vocab(space)
-    tok = space.value_index(values)
+    tok = space.value_index(values, check=False)                  # the values are checked, or known valid, by the caller
     soo, eoo = torch.full_like(tok[..., :1], voc.soo), torch.full_like(tok[..., :1], voc.eoo)
     blocks = torch.cat([soo, tok, eoo], -1)
     return blocks.where(values[..., :1] >= 0, voc.pad)
 
+def fit_slots(scenes: torch.Tensor, slots: int) -> torch.Tensor:
+    "Scenes `[n, slots, C]`: empty slots (-1) added at the end, or cut off (only empty ones may be: unchecked, shapes only)."
+    if scenes.shape[1] > slots: return scenes[:, :slots]
+    if scenes.shape[1] < slots: return torch.cat([scenes, scenes.new_full((scenes.shape[0], slots - scenes.shape[1], scenes.shape[2]), -1)], 1)
+    return scenes
+
 @numpy_or_torch("scenes")
 def _scene_tokens(space: ConceptSpace, scenes: torch.Tensor, max_objects: int) -> torch.Tensor:
-    s = scenes
-    if s.shape[1] > max_objects: s = s[:, :max_objects]           # only empty slots are cut (checked above)
-    if s.shape[1] < max_objects: s = torch.cat([s, s.new_full((s.shape[0], max_objects - s.shape[1], s.shape[2]), -1)], 1)
+    s = fit_slots(scenes, max_objects)                             # only empty slots are cut (checked above)
     voc, width = vocab(space), space.n_concepts + 2
     body = _object_blocks(space, s).flatten(1)
     tokens = torch.cat([body, body.new_full((s.shape[0], 1), voc.pad)], 1)
@@ -92,42 +96,47 @@ def detokenize_scenes(space: ConceptSpace, tokens: Array, max_objects: int) -> A
 def _concept_query_tokens(space: ConceptSpace, value_index: torch.Tensor) -> torch.Tensor:
     return torch.stack([value_index, torch.full_like(value_index, vocab(space).eos)], -1)
 
-def tokenize_concept_queries(space: ConceptSpace, value_index: Array | None = None) -> Array:
+def tokenize_concept_queries(space: ConceptSpace, value_index: Array | None = None, check: bool = True) -> Array:
     "Concept queries `[..., 2]` = `t(k,v) EOS` for global value indices (default: every value of the space)."
     idx = torch.arange(space.n_values) if value_index is None else as_int_array(value_index)
-    check_range(idx, space.n_values, "concept value index")
+    if check: check_range(idx, space.n_values, "concept value index")
     return _concept_query_tokens(space, idx)
 
 # %% ../nbs/00_scenes.ipynb #d734198b
-@numpy_or_torch("object_ids")
-def _object_query_tokens(space: ConceptSpace, object_ids: torch.Tensor) -> torch.Tensor:
-    blocks = _object_blocks(space, space.object_values(object_ids))
+@numpy_or_torch("values")
+def tokenize_objects(space: ConceptSpace, values: Array) -> Array:
+    "Object queries `[..., C+3]` = `SOO t(1,c1) .. t(C,cC) EOO EOS` for the values `[..., C]` of objects (unchecked)."
+    blocks = _object_blocks(space, values)
     return torch.cat([blocks, torch.full_like(blocks[..., :1], vocab(space).eos)], -1)
 
 def tokenize_object_queries(space: ConceptSpace, object_ids: Array, check: bool = True) -> Array:
-    "Object queries `[..., C+3]` = `SOO t(1,c1) .. t(C,cC) EOO EOS` for object ids."
+    "Object queries `[..., C+3]` for object ids."
     ids = space.check_ids(object_ids) if check else object_ids
-    return _object_query_tokens(space, ids)
+    return tokenize_objects(space, space.object_values(ids))
+
+# %% ../nbs/00_scenes.ipynb #5a1c0e02
+def tokenize_queries(space: ConceptSpace, queries: torch.Tensor) -> torch.Tensor:
+    "Token ids of one set of queries: concept queries `[n, 2]` for global value indices `[n]`, object queries `[n, C+3]` for object values `[n, C]`."
+    return tokenize_concept_queries(space, queries, check=False) if queries.ndim == 1 else tokenize_objects(space, queries)
 
 # %% ../nbs/00_scenes.ipynb #507214c0
 @dataclass
 class SceneBatch:
-    "A training batch: scenes, their tokens, queries and positive-query indices."
+    "A training batch: scenes, the values of the queries and positive-query indices (the towers read values, each in its own way)."
     scenes: torch.Tensor            # [B, O_max, C] values, -1 empty
-    scene_tokens: torch.Tensor      # [B, L_max]
-    concept_queries: torch.Tensor   # [sum V_k, 2]
-    concept_pos: torch.Tensor       # [B, O_max*C] index into concept_queries, -1 none
+    concept_values: torch.Tensor    # [sum V_k] global value index of each concept query
+    concept_pos: torch.Tensor       # [B, O_max*C] index into concept_values, -1 none
     object_query_ids: torch.Tensor  # [Q] object ids (sorted, unique)
-    object_queries: torch.Tensor    # [Q, C+3]
-    object_pos: torch.Tensor        # [B, O_max] index into object_queries, -1 none
+    object_values: torch.Tensor     # [Q, C] values of each object query
+    object_pos: torch.Tensor        # [B, O_max] index into object_values, -1 none
     partial_positives: bool = False # True when a scene may have no positive object query (capped positives)
 
     def concept_labels(self) -> torch.Tensor:
         "Dense `[B, sum V_k]` bool labels."
-        return _pos_to_mask(self.concept_pos, len(self.concept_queries))
+        return _pos_to_mask(self.concept_pos, len(self.concept_values))
     def object_labels(self) -> torch.Tensor:
         "Dense `[B, Q]` bool labels."
-        return _pos_to_mask(self.object_pos, len(self.object_queries))
+        return _pos_to_mask(self.object_pos, len(self.object_values))
 
 def _pos_to_mask(pos: torch.Tensor, width: int) -> torch.Tensor: return membership(pos, width) > 0
 
@@ -184,8 +193,6 @@ def make_batch(space: ConceptSpace,
     values = space.value_index(scenes).flatten(1)
     value_queries = torch.arange(space.n_values, device=dev) if concept_queries == "all" else torch.unique(values[values >= 0])
     concept_pos = values if concept_queries == "all" else torch.searchsorted(value_queries, values.clamp_min(0)).where(values >= 0, -1)
-    return SceneBatch(scenes=scenes, scene_tokens=tokenize_scenes(space, scenes, max_objects, check=False),
-                      concept_queries=tokenize_concept_queries(space, value_queries),
-                      concept_pos=_dedupe(concept_pos), object_query_ids=query_ids,
-                      object_queries=tokenize_object_queries(space, query_ids, check=False),
+    return SceneBatch(scenes=scenes, concept_values=value_queries, concept_pos=_dedupe(concept_pos), object_query_ids=query_ids,
+                      object_values=space.object_values(query_ids),
                       object_pos=_dedupe(object_pos), partial_positives=bool(max_object_positives))

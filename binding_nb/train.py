@@ -18,19 +18,18 @@ import torch
 from tqdm import tqdm
 
 from .loop import add_slow_gradients, fit, TrainState, warmup_linear_decay
-from .models import batch_loss, DualEncoder, ModelConfig
-from .pixels import check_pixel_config, pixel_towers
+from .models import batch_loss, DualEncoder, input_kind, ModelConfig
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                CoverageSplit, coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
                                scene_sizes)
-from .tokens import make_batch, SceneBatch, tokenize_concept_queries, tokenize_object_queries, tokenize_scenes
+from .tokens import make_batch, SceneBatch
 from .utils import (CorruptFileError, fingerprint, make_generator, read_verified, resolve_device, set_aside,
                               whole_number, writable_folder, write_verified)
 
 # %% auto #0
-__all__ = ['PIXEL_SETTINGS', 'MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'HOW_TO_RUN',
-           'RunConfig', 'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data',
-           'embed_all_queries', 'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer',
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'HOW_TO_RUN', 'RunConfig',
+           'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
+           'recognition', 'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer',
            'concept_weight_at', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
            'check_checkpoint_path', 'load_model', 'result_row', 'setup_run', 'train_run']
 
@@ -85,14 +84,8 @@ class RunConfig:
     code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
     v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
     # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
-    inputs: str = "tokens"        # 'tokens' or 'pixels'
-    level: int = 1                # pixels: 1 clean, 2 speckle noise, 3 speckle noise and overlap
-    image_size: int = 32          # pixels: image side
-    square: int = 10              # pixels: square side
-    noise: float = 0.3            # pixels: speckle strength at levels 2-3
-    patch: int = 4                # pixels: patch side of the stem's tokens
-    conv_depth: int = 2           # pixels: convolutions in the stem
-    conv_channels: int = 32       # pixels: width of the stem's inner convolutions
+    inputs: str = "tokens"        # what the scene tower reads: an input kind registered in models (models.INPUT_MODULES)
+    input_settings: dict | None = None   # that kind's settings (its settings object, or a dict of them); None: its defaults
     # how to run, not what: left out of model_key
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
@@ -104,6 +97,7 @@ class RunConfig:
             v = getattr(self, f.name)
             if isinstance(v, np.generic): setattr(self, f.name, v := v.item())
             if f.type == "int" and isinstance(v, float) and v.is_integer(): setattr(self, f.name, int(v))
+        if dataclasses.is_dataclass(self.input_settings): self.input_settings = asdict(self.input_settings)   # a dict: what a checkpoint stores
 
     @property
     def space(self) -> ConceptSpace: return ConceptSpace([self.V] * self.C)
@@ -111,31 +105,24 @@ class RunConfig:
         "The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and val_fraction."
         return coverage_split(self.space, self.coverage, self.seed, self.val_fraction)
     def model_config(self) -> ModelConfig:
-        "The architecture of this run's dual encoder."
-        return ModelConfig.for_space(self.space, self.max_objects, d_model=self.d_model, n_layers=self.n_layers,
-                                     n_heads=self.n_heads, ffn_mult=self.ffn_mult, d_out=self.d_out,
-                                     positional=self.positional, embed_std=self.embed_std, ffn_width=self.ffn_width,
-                                     final_norm=self.final_norm, init=self.init, logit_scale_init=self.logit_scale_init,
-                                     logit_scale_max=self.logit_scale_max, architecture=self.architecture,
-                                     share_embedding=self.share_embedding, rank=self.rank, code=self.code, v_mean=self.v_mean,
-                                     inputs=self.inputs, level=self.level, image_size=self.image_size, square=self.square,
-                                     noise=self.noise, patch=self.patch, conv_depth=self.conv_depth, conv_channels=self.conv_channels)
+        "The architecture of this run's dual encoder: the settings of this run that `ModelConfig` has."
+        return ModelConfig(**{k: v for k, v in asdict(self).items() if k in _MODEL_FIELDS})
     def model_key(self) -> str:
         "A short hash of what defines the run but coverage and seed: runs with the same key are comparable."
         default = RunConfig()
-        d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY
-             and not (k in _ADDED_LATER and v == getattr(default, k))       # later settings at their defaults: keys stay as they were
-             and not (k in PIXEL_SETTINGS and self.inputs == "tokens")}     # what only pixels use does not tell token runs apart
+        d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY + ("input_settings",)
+             and not (k in _ADDED_LATER and v == getattr(default, k))}      # later settings at their defaults: keys stay as they were
+        d |= input_kind(self.inputs).changed_settings(self.input_settings)  # an input kind's settings, where they differ from its defaults
         return fingerprint(d, length=10, algorithm="sha1")   # sha1: the keys of results tables written so far
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
 
-PIXEL_SETTINGS = ("level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")   # read only with inputs='pixels'
 _NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
 _ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit_scale_max", "concept_queries", "swaps_per_scene",
                 "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at",
                 "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast",
-                "inputs", "level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")
+                "inputs")
+_MODEL_FIELDS = {f.name for f in fields(ModelConfig)}
 
 # %% ../nbs/B4_training.ipynb #e9620c54
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
@@ -168,8 +155,7 @@ def check_config(cfg: RunConfig) -> RunConfig:
         fits = max(m for m in range(1, cfg.max_objects) if math.factorial(m) ** (cfg.C - 1) <= MAX_VALUE_ASSIGNMENTS)
         raise ValueError(f"max_objects={cfg.max_objects} with C={cfg.C} gives scenes whose bag-of-concepts baseline needs "
                          f"{assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use max_objects <= {fits}")
-    mc = cfg.model_config()                              # the architecture checks its own fields ...
-    if mc.inputs == "pixels": check_pixel_config(mc)     # ... and a pixel scene tower its own (page 07)
+    cfg.model_config()                                   # the architecture checks its own fields, and its input kind its settings
     resolve_device(cfg.device)
     return cfg
 
@@ -227,10 +213,15 @@ def run_data(cfg: RunConfig, device: torch.device) -> RunData:
 def embed_all_queries(model: DualEncoder, space: ConceptSpace, chunk: int = 32768) -> tuple[torch.Tensor, torch.Tensor]:
     "Unit embeddings of every concept value `[sum V_k, d_out]` and every object `[|O|, d_out]`, objects in chunks."
     dev = model.logit_scale.device
-    values = model.embed_queries(tokenize_concept_queries(space, torch.arange(space.n_values, device=dev)))[0]
-    objects = torch.cat([model.embed_queries(tokenize_object_queries(space, ids, check=False))[0]
-                         for ids in torch.arange(space.n_objects, device=dev).split(chunk)])
+    values = model.embed_queries(torch.arange(space.n_values, device=dev))[0]
+    objects = torch.cat([model.embed_queries(space.object_values(ids))[0] for ids in torch.arange(space.n_objects, device=dev).split(chunk)])
     return values, objects
+
+# %% ../nbs/B4_training.ipynb #7ec0a9b1
+def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.Tensor, object_emb: torch.Tensor,
+                space: ConceptSpace) -> tuple[torch.Tensor, torch.Tensor]:
+    "Per scene, whether exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition is right: embeddings `[n, d]` of `scenes` `[n, m, C]` scored against every value `[sum V_k, d]` and every object `[|O|, d]`."
+    return concept_recognition(scene_emb @ value_emb.T, scenes, space), object_recognition(scene_emb @ object_emb.T, scenes, space)
 
 # %% ../nbs/B4_training.ipynb #ca1b2d01
 @torch.inference_mode()
@@ -246,13 +237,12 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_
     g = make_generator(seed, scenes.device)
     concept_ok, object_ok, hard_ok = [], [], []
     for part in tqdm(scenes.split(chunk), desc="evaluating", disable=not progress, leave=False):
-        s = model.embed_scenes(tokenize_scenes(space, part, max_objects, check=False))
-        object_scores = s @ objects.T
-        concept_ok.append(concept_recognition(s @ values.T, part, space))
-        object_ok.append(object_recognition(object_scores, part, space))
+        s = model.embed_scenes(part)
+        concept, obj = recognition(s, part, values, objects, space)
+        concept_ok.append(concept); object_ok.append(obj)
         if hard:
             cand = torch.cat([space.object_ids(part), hard_negatives(space, part, g)], 1)
-            hard_ok.append(object_recognition_among(object_scores.gather(1, cand.clamp_min(0)), part, space, cand))
+            hard_ok.append(object_recognition_among((s @ objects.T).gather(1, cand.clamp_min(0)), part, space, cand))
     mean = lambda oks: float(torch.cat(oks).float().mean()) if oks else nan
     out = dict(concept_acc=mean(concept_ok), object_acc=mean(object_ok), object_acc_hard=mean(hard_ok),
                bag_of_concepts_acc=bag_of_concepts_accuracy(space, scenes))
@@ -269,9 +259,8 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
 
 # %% ../nbs/B4_training.ipynb #3fd3767b
 def new_model(cfg: RunConfig) -> DualEncoder:
-    "A dual encoder of `cfg`'s architecture, initialised from the global RNG; a pixel run gets page 07's towers."
-    mc = cfg.model_config()
-    return DualEncoder(mc, pixel_towers(mc) if mc.inputs == "pixels" else None)
+    "A dual encoder of `cfg`'s architecture and input kind, initialised from the global RNG."
+    return DualEncoder(cfg.model_config())
 
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."

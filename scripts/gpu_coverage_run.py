@@ -43,7 +43,8 @@ def planned_runs(args) -> list[tuple[str, RunConfig]]:
     runs = [("a", with_recipe(dataclasses.replace(base, V=v_small, coverage=0.8), "authors")),
             ("b", dataclasses.replace(base, V=v_small, coverage=0.8)),
             ("d", dataclasses.replace(base, V=v_small, coverage=0.8, share_embedding=True)),
-            ("e", dataclasses.replace(base, V=v_small, coverage=0.8, inputs="pixels", level=3, **TINY_PIXELS if args.tiny else dict(n_layers=8)))]
+            ("e", dataclasses.replace(base, V=v_small, coverage=0.8, inputs="pixels", input_settings=dict(level=3, **TINY_PIXELS if args.tiny else {}),
+                                       **{} if args.tiny else dict(n_layers=8)))]
     runs += [("c", with_recipe(dataclasses.replace(base, V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
     return runs
 
@@ -133,7 +134,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
         recipe = "authors" if run.init == "xavier" else "ours"
         rows.append(dict(run=label, recipe=recipe, shared_embedding=run.share_embedding, inputs=run.inputs,
-                         level=run.level if run.inputs == "pixels" else None, **row, wall_s=round(wall, 1),
+                         level=run.model_config().input_settings.level if run.inputs == "pixels" else None, **row, wall_s=round(wall, 1),
                          documented_steps=cfg.steps))
         timing["runs"].append(dict(run=label, recipe=recipe, V=run.V, coverage=run.coverage, steps_planned=steps,
                                    steps_run=run.steps, wall_s=round(wall, 1), steps_per_s=round(run.steps / wall, 2)))

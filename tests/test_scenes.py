@@ -77,7 +77,7 @@ NUMBER_CALLS = {
     "perturbation_negatives": lambda i, f: perturbation_negatives(SPACE, SCENES, i(5), i(2)),
     "hard_negatives": lambda i, f: hard_negatives(SPACE, SCENES, generator=i(5), n_per_object=i(2)),
     "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), i(8), i(3), make_generator(0), i(2),
-                                          min_objects=i(2)).object_queries,
+                                          min_objects=i(2)).object_values,
     "consistent_object_sets": lambda i, f: consistent_object_sets(SPACE, SCENES, i(100)),
 }
 

@@ -1,5 +1,5 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import dataclasses, io, os, signal, subprocess, sys, textwrap, time, warnings
+import contextlib, dataclasses, io, os, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
@@ -232,3 +232,51 @@ def test_bench_train_prints_both_architectures():
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [r["architecture"] for r in rows] == ["transformer", "product-shared"]
     assert rows[1]["model_ms"] < rows[0]["model_ms"] and rows[1]["fraction_of_peak"] is None
+
+
+# A host synchronisation reads a tensor's value back to Python; on the CPU these are the ways it happens.
+HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero")
+
+@contextlib.contextmanager
+def no_host_reads():
+    "Within the block, reading a tensor's value on the host (`bool(t)`, `int(t)`, `t.item()`, ...) raises."
+    saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+    def refuse(name):
+        def read(*args, **kwargs): raise AssertionError(f"Tensor.{name} called: a host synchronisation")
+        return read
+    try:
+        for name in HOST_READS: setattr(torch.Tensor, name, refuse(name))
+        yield
+    finally:
+        for name, f in saved.items(): setattr(torch.Tensor, name, f)
+
+
+SYNC_FREE = {"tokens": dict(),
+             "product": dict(architecture="product", code="shared", lr=1e-2),
+             "pixels": dict(C=2, inputs="pixels", input_settings=dict(level=2, image_size=16, square=5))}
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))])
+@pytest.mark.parametrize("kind", SYNC_FREE)
+def test_a_training_step_never_waits_for_the_device(kind, device):
+    "A training step (forward, backward, optimiser and schedule) of every input kind reads nothing back from the device (padded layout, as on a GPU)."
+    cfg = RunConfig(**{**CFG, **SYNC_FREE[kind], "device": device, "layout": "padded", "max_objects": 2})
+    data, model, opt, sched, g, next_batch = train.setup_run(cfg, torch.device(device))
+    batches = [next_batch() for _ in range(3)]                     # drawing a batch may read the device: only the steps are guarded
+    if device == "cpu":
+        with no_host_reads():                                          # the first step, and later ones
+            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, train.batch_loss)
+    else:
+        loop.train_step(model, opt, sched, batches.pop(0), train.batch_loss, amp=True); torch.cuda.synchronize()   # warm-up
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, train.batch_loss, amp=True)
+        finally: torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss) and set(parts) == {"concept_loss", "object_loss"}
+
+
+def test_the_host_read_guard_catches_reads():
+    "The guard is honest: each way of reading a value raises inside it, and nothing is left patched after it."
+    t = torch.tensor([1.0, 2.0])
+    for read in (lambda: bool(t[0]), lambda: int(t[0]), lambda: float(t[0]), lambda: t.sum().item(), lambda: t.tolist(), lambda: t.nonzero()):
+        with no_host_reads(), pytest.raises(AssertionError, match="host synchronisation"): read()
+    assert bool(t[0]) and t.tolist() == [1.0, 2.0]
