@@ -7,85 +7,28 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
-from .approximators import FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator
-from .geometry import Probes, SceneTable, fit_probes, probe_split, r2_score, scene_table
-from .loop import TrainingDiverged
+from .approximators import FAMILIES, family
+from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .results import ResultsTable
-from .scenes import ConceptSpace, coverage_split
-from .utils import fingerprint, name_list, number_in, resolve_device, save_figure, whole_number, writable_folder
+from .sweeps import ADDED_LATER, Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation, setting_labels
+from .utils import fingerprint, resolve_device, save_figure
 
 # %% auto #0
-__all__ = ['ADDED_LATER', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'SceneSplit', 'holdout_split', 'fit_row_checks', 'Cell',
-           'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell', 'settings_mismatch', 'made_settings',
-           'refuse_other_data', 'sweep', 'select_on_validation', 'setting_labels', 'summarize_complexity',
-           'plot_complexity', 'run_complexity']
+__all__ = ['COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'sweep', 'summarize_complexity', 'plot_complexity', 'run_complexity']
 
-# %% ../nbs/04_complexity.ipynb #0c539720
-@dataclass(frozen=True)
-class SceneSplit:
-    "The scenes (rows of a `SceneTable`) an approximator is fitted on, selected on and tested on, for one coverage split."
-    train: np.ndarray      # both objects among the fit objects
-    val: np.ndarray        # both among the train objects (fit + val), at least one a val object
-    test: np.ndarray       # every object held out
-    coverage: float
-    seed: int
-
-# %% ../nbs/04_complexity.ipynb #8d1a3f97
-def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fraction: float = 0.1) -> SceneSplit:
-    "Rows of `table` by the objects they hold: fitted on (`fit` objects only), validation (train objects, one `val` at least), test (held out only); objects split by `coverage_split` (of those that occur, when not all do)."
-    objs = table.objects
-    if len(objs) == table.space.n_objects: split = coverage_split(table.space, coverage, seed, val_fraction)
-    else:                                   # the scenes use part of the space (a grid of the first N values): split those objects
-        part = coverage_split(ConceptSpace([len(objs)]), coverage, seed, val_fraction)
-        split = replace(part, train=objs[part.train], fit=objs[part.fit], val=objs[part.val], heldout=objs[part.heldout])
-    ids = table.ids
-    inside = lambda objs: np.isin(ids, objs).all(1)
-    train, trainval, test = inside(split.fit), inside(split.train), inside(split.heldout)
-    val = trainval & np.isin(ids, split.val).any(1)
-    rows = SceneSplit(np.flatnonzero(train), np.flatnonzero(val), np.flatnonzero(test), float(coverage), int(seed))
-    for part, rule in (("test", "made only of held-out objects"), ("train", "made only of fit objects"),
-                       ("val", "made of train objects with at least one validation object")):
-        if len(getattr(rows, part)) == 0:
-            raise ValueError(f"coverage {coverage} (seed {seed}, val_fraction {val_fraction}) leaves no {part} scene "
-                             f"({rule}) among the {table.n:,} scenes of {table.name} over {len(table.objects)} objects: "
-                             + ("choose a lower coverage" if part == "test" else "choose a higher coverage")
-                             + " or pass more scenes (all pairs, or a larger n_pairs)")
-    return rows
-
-# %% ../nbs/04_complexity.ipynb #21332b3a
-def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
-    "What makes a row of fitted approximators unusable, beyond `ResultsTable`'s own checks (counts, status, accuracies); §5.3's table shares them."
-    num = lambda c: pd.to_numeric(df[c], errors="coerce")
-    r2 = [c for c in df.columns if c == "r2" or c.endswith("_r2")]
-    forms = df.family.map({n: f.form.formula for n, f in FAMILIES.items() if f.form is not None})
-    return {
-        "a coverage outside (0, 1)": ~num("coverage").between(0, 1, inclusive="neither"),
-        "an unknown family": ~df.family.isin(list(FAMILIES)),
-        "a form probe of an earlier form (it is fitted again)": forms.notna() & (df.form.astype(str) != forms),
-        "a malformed cell key": ~df.cell.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
-        "a learning rate that is not positive": num("lr").notna() & ~(num("lr") > 0),
-        "an initial scale that is not positive": num("init").notna() & ~(num("init") > 0),
-        "a step count below 1": num("steps").notna() & ~(num("steps") >= 1),
-        "a validation score outside [0, 1]": num("val_score").notna() & ~num("val_score").between(0, 1),
-        "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)], axis=1).any(axis=1),
-        "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
-    }
-
+# %% ../nbs/04_complexity.ipynb #4b9e2d70
 def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
     return {**fit_row_checks(df),
             "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1)}
 
-ADDED_LATER = dict(init=np.nan, init_mean=np.nan, form=np.nan, train_r2=np.nan, fit_objects=np.nan, regime=np.nan)   # empty in older tables
 COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
@@ -98,175 +41,21 @@ COMPLEXITY_RESULTS = ResultsTable(
     defaults={"data": np.nan, **ADDED_LATER},                          # tables from before these columns
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
-# %% ../nbs/04_complexity.ipynb #d4eb3eb6
-@dataclass(frozen=True)
-class Cell:
-    "One approximator setting of the sweep: a family, its capacity, its learning rate (NaN for a family without one) and, for a form probe, the N(`init_mean`, `init`^2) its tables start from."
-    family: str
-    capacity: int
-    lr: float
-    init: float = 1.0              # form probes only (the paper: N(0, 1))
-    init_mean: float = 0.0
-
-    def __post_init__(self):
-        fam, lr = family(self.family), self.lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
-            need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
-            raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
-
-    @property
-    def is_probe(self) -> bool: return family(self.family).form is not None
-
-    def columns(self) -> dict:
-        "Its settings as results-table columns; a family that is not a form probe has no `init`, `init_mean` or `form`."
-        probe = (dict(init=self.init, init_mean=self.init_mean, form=family(self.family).form.formula) if self.is_probe
-                 else dict(init=np.nan, init_mean=np.nan, form=np.nan))
-        return dict(family=self.family, capacity=self.capacity, lr=self.lr, **probe)
-
-    def key(self) -> tuple:
-        "What of it enters a fit's key: family, capacity and learning rate, and a form probe's form and initialisation, so that a changed probe is fitted anew, never served."
-        lr = None if np.isnan(self.lr) else self.lr
-        return (self.family, self.capacity, lr) + ((family(self.family).form.formula, self.init, self.init_mean) if self.is_probe else ())
-
-    def label(self) -> str:
-        "The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`."
-        init = f", N({self.init_mean:g}, {self.init:g}^2)" if self.is_probe else ""
-        return f"{self.capacity}" + ("" if np.isnan(self.lr) else f" @ {self.lr:g}") + init
-
-# %% ../nbs/04_complexity.ipynb #5e62cb78
-def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096), lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
-         depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3), ranks: Sequence[int] | None = None,
-         inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None) -> list[Cell]:
-    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited."
-    families = name_list(families, "families")
-    if not families: raise ValueError(f"no approximator family given: pass some of {list(FAMILIES)}")
-    ranks, forest_depths = widths if ranks is None else ranks, depths if forest_depths is None else forest_depths
-    if not len(inits) or not len(init_means): raise ValueError("inits and init_means must each hold a value: the form probes start from them")
-    inits = [number_in(s, "inits", 0, low_open=True) for s in inits]
-    means = [number_in(m, "init_means") for m in init_means]
-    cells = []
-    for name in families:
-        fam = family(name)
-        if fam.kind == "tree":
-            caps, rates = (depths, tree_lrs) if fam.uses_lr else (forest_depths, [float("nan")])
-            cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=0), float(r)) for c in caps for r in rates]
-        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r)) for c in widths for r in lrs]
-        else:
-            means_here = means if fam.form.product else means[:1]
-            cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu) for c in ranks for r in lrs for s in inits for mu in means_here]
-    if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
-    return cells
-
-# %% ../nbs/04_complexity.ipynb #2ed545c7
-def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
-
-def fit_objects(table: SceneTable, rows: np.ndarray) -> int:
-    "How many distinct objects the scenes `rows` of `table` hold: what a form probe's rank must stay below."
-    return len(np.unique(table.ids[rows]))
-
-def regime(cell: Cell, n_objects: int) -> str:
-    "'memorises' for a fit that can memorise its `n_objects` fit objects (`memorises`), else 'ok'."
-    return "memorises" if memorises(cell.family, cell.capacity, n_objects) else "ok"
-
-def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int]) -> None:
-    "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)."
-    hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items() if regime(c, n) == "memorises"})
-    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) have a rank at least the number of objects they are fitted on, so they can memorise "
-                           f"them and their held-out numbers mean little (regime 'memorises' in the table): "
-                           + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
-                           + ". Choose ranks below the number of fit objects, or a larger space or fraction", stacklevel=3)
-
-def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000, batch_size: int | None = 4096,
-             eval_every: int = 50, device="auto", reference: dict | None = None) -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known."
-    t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
-    base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
-                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit, regime=regime(cell, n_fit),
-                **(reference or held_out_reference(table, split.test, probes)))
-    try:
-        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
-                  cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean)
-    except TrainingDiverged:
-        nan = float("nan")
-        return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2", "train_r2"], nan),
-                "best_step": 0, "seconds": _seconds_since(t0), "status": "diverged"}
-    val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
-    return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items()}, **test,
-            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])), "best_step": app.best_step,
-            "seconds": _seconds_since(t0), "status": "ok"}
-
-# %% ../nbs/04_complexity.ipynb #6405a7c6
-def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:
-    "Per row, '' or which of its settings differ from those its cell key was made from (`made`: the settings of this sweep's keys, by key)."
-    mine = df.cell.astype(str).isin(made.index)
-    want = made.reindex(df.cell.astype(str)).set_axis(df.index)
-    why = pd.Series("", index=df.index)
-    for col in made.columns:
-        have, exp = df[col], want[col]
-        if col in ("run", "family"): differs = have.astype(str) != exp.astype(str)
-        else:
-            h, e = pd.to_numeric(have, errors="coerce").to_numpy(float), exp.to_numpy(float)
-            differs = pd.Series(~(np.isclose(h, e) | (np.isnan(h) & np.isnan(e))), index=df.index)
-        why = why.where(~(mine & differs) | (why != ""), f"a {col} other than the one its cell key was made for")
-    return why
-
-def made_settings(keyed: Sequence[tuple[str, dict]]) -> pd.DataFrame:
-    "The settings each cell key is made from (`keyed`: (key, its settings as columns)), for `settings_mismatch`; the form is checked by the table's own checks."
-    return pd.DataFrame([dict(cell=k, **{c: x for c, x in s.items() if c != "form"}) for k, s in keyed]).set_index("cell")
-
-def refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
-    "Refuse to add rows of `run` on embeddings `data` beside rows of `run` fitted to other embeddings."
-    other = results[(results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)]
-    if len(other):
-        raise ValueError(f"{path} holds {len(other)} row(s) of run {run!r} fitted to other embeddings or labels (data "
-                         f"{', '.join(sorted(set(other.data.astype(str))))}; these are {data}): one run name must name one "
-                         f"embedding, or the summary would mix them. Pass another run name or output_dir, or move that table away")
-
+# %% ../nbs/04_complexity.ipynb #e8a3c5f1
 def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int],
           output_dir: str | Path, probes: Probes | None = None, steps: int = 1000, batch_size: int | None = 4096,
           eval_every: int = 50, val_fraction: float = 0.1, device="auto", progress: bool = True) -> pd.DataFrame:
     "Fit and measure every (coverage, seed, cell) not yet in `output_dir/complexity_results.csv`; this sweep's rows."
-    cells, seeds = list(cells), [whole_number(s, "seed", low=0) for s in seeds]
-    if not cells or not list(coverages) or not seeds: raise ValueError("nothing to run: cells, coverages and seeds must each be non-empty")
-    for c in cells: family(c.family)
-    steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
-    splits = [holdout_split(table, cov, s, val_fraction) for cov in coverages for s in seeds]        # every split checked first
-    path = COMPLEXITY_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    warn_memorisation(cells, {f"{run}, coverage {sp.coverage:g}": fit_objects(table, sp.train) for sp in splits})
+    plan = plan_sweep(table, run, cells, coverages, seeds, COMPLEXITY_RESULTS, output_dir, steps, batch_size, eval_every, val_fraction)
     probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device)
-    data = fingerprint(table.emb, table.values, length=12)
-    base = fingerprint(run, table.emb, table.values, probes.train, probes.test, steps, batch_size, eval_every, val_fraction)   # settings and data, never fitted numbers
-    key = lambda sp, c: fingerprint(base, *c.key(), sp.coverage, sp.seed, length=12)
-    made = made_settings([(key(sp, c), dict(run=run, **c.columns(), coverage=sp.coverage, seed=sp.seed)) for sp in splits for c in cells])
-    results = COMPLEXITY_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made))
-    refuse_other_data(results, run, data, path)
-    todo = [(i, c) for i, sp in enumerate(splits) for c in cells if key(sp, c) not in set(results.cell.astype(str))]
-    refs = {i: held_out_reference(table, splits[i].test, probes) for i in dict.fromkeys(i for i, _ in todo)}   # once per split
-    for i, c in tqdm(todo, desc=f"complexity sweep: {run}", disable=not progress or not todo):
-        row = fit_cell(table, splits[i], c, probes, steps, batch_size, eval_every, device, refs[i])
-        COMPLEXITY_RESULTS.append(path, {"run": run, **row, "cell": key(splits[i], c), "data": data})
-    results = COMPLEXITY_RESULTS.read(path)
-    mine = results.cell.astype(str).isin({key(sp, c) for sp in splits for c in cells})
-    return results[mine].sort_values(["family", "coverage", "seed", "capacity", "lr", "init", "init_mean"]).reset_index(drop=True)
-
-# %% ../nbs/04_complexity.ipynb #a48ad4f8
-def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed"),
-                         on: Sequence[str] = ("val_score", "val_r2")) -> pd.DataFrame:
-    "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2), or of the best of the validation columns `on`, in order; held-out columns are never looked at."
-    if not set(on) <= {"val_score", "val_r2", "val_concept_acc", "val_object_acc"}: raise ValueError(f"select on validation columns only, got {list(on)}")
-    if results.empty: return results.iloc[:0]                                     # nothing to choose from (a table of no rows)
-    ok = results[results.status == "ok"]
-    order = ok.sort_values(list(on), ascending=False, kind="stable")
-    return order.drop_duplicates(list(by)).sort_values(list(by)).reset_index(drop=True)
+    base = fingerprint(run, table.emb, table.values, probes.train, probes.test, plan.steps, batch_size, plan.eval_every, val_fraction)   # settings and data, never fitted numbers
+    key = lambda cov, seed, c: fingerprint(base, *c.key(), float(cov), seed, length=12)
+    rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress, desc=f"complexity sweep: {run}")
+    return rows.sort_values(["family", "coverage", "seed", "capacity", "lr", "init", "init_mean"]).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #bdd35a74
 SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "train_r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
                    "val_concept_acc", "val_object_acc"]
-
-def setting_labels(rows: pd.DataFrame) -> list[str]:
-    "Each row's setting as `Cell.label` writes it, with ' (memorises)' where the fit could memorise its objects."
-    cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)))
-    return [cell(r).label() + (" (memorises)" if r.regime == "memorises" else "") for r in rows.itertuples()]
 
 def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
     "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen."
@@ -329,6 +118,6 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
             t0 = time.perf_counter()
             results.append(sweep(table, row["run"], cells, coverages, seeds, output_dir, device=device, progress=progress, **sweep_options))
             row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"),
-                       sweep_seconds=_seconds_since(t0))
+                       sweep_seconds=round(time.perf_counter() - t0, 2))
         status.append(row)
     return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))

@@ -5,7 +5,6 @@
 # %% ../nbs/06_learned_binding.ipynb #32ecec52
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -14,18 +13,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
-from .approximators import FAMILIES, family, fit_approximator, held_out_reference, score_approximator
+from .approximators import family, held_out_reference, score_approximator
 from .cache import check_cache_dir, read_cache, write_cache
-from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, refuse_other_data, regime,
-                                   select_on_validation, settings_mismatch, warn_memorisation)
 from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
-from .geometry import SceneTable, fit_probes, probe_split, r2_score
-from .loop import TrainingDiverged
+from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
+from .sweeps import ADDED_LATER, Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
 from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
@@ -175,36 +171,11 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
                 output_dir=None, steps: int = 2000, batch_size: int | None = None, eval_every: int = 100, val_fraction: float = 0.1,
                 device="auto", progress: bool = True) -> pd.DataFrame:
     "Fit every setting to a binding function on scenes of a `fraction` of the objects and measure it on scenes of the others through the model's queries; the fits not yet in `output_dir/learned_results.csv` are run, then this binding function's rows returned."
-    cells, seeds = list(cells), [whole_number(s, "seed", low=0) for s in seeds]
-    if not cells or not list(fractions) or not seeds: raise ValueError("nothing to fit: cells, fractions and seeds must each be non-empty")
-    for c in cells: family(c.family)
-    steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
-    splits = {(f, s): holdout_split(lb.table, f, approximator_seed(s), val_fraction) for f in fractions for s in seeds}   # all checked first
-    path = LEARNED_RESULTS.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    n_fit = {fs: fit_objects(lb.table, sp.train) for fs, sp in splits.items()}
-    warn_memorisation(cells, {f"{lb.name}, fraction {f:g}": n for (f, _), n in n_fit.items()})
-    key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, steps, batch_size, eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
-    made = made_settings([(key(f, s, c), dict(run=lb.name, **c.columns(), coverage=f, seed=s)) for (f, s) in splits for c in cells])
-    results, data = LEARNED_RESULTS.read(path, expect=lambda df: settings_mismatch(df, made)), fingerprint(lb.key, length=12)  # hand-edited rows set aside
-    refuse_other_data(results, lb.name, data, path)                      # one run name, one binding function
-    done = set(results.cell.astype(str))
-    todo = [(f, s, c) for (f, s) in splits for c in cells if key(f, s, c) not in done]
-    t, v = lb.table, lb.table.values
-    for f, s, c in tqdm(todo, desc=f"approximators: {lb.name}", disable=not progress or not todo):
-        sp, t0, status = splits[f, s], time.perf_counter(), "ok"
-        try: app = fit_approximator(c.family, t.space, v[sp.train], t.emb[sp.train], v[sp.val], t.emb[sp.val], c.capacity, c.lr,
-                                    steps, batch_size, eval_every, sp.seed, device, c.init, c.init_mean)
-        except TrainingDiverged: app, status = None, "diverged"
-        val, test = _measures(app, lb, sp.val), _measures(app, lb, sp.test)
-        per_set = {f"{name}_{k}": x for name, rows in held_out_sets(lb, sp.test).items() for k, x in _measures(app, lb, rows).items()}
-        LEARNED_RESULTS.append(path, dict(
-            run=lb.name, **c.columns(), coverage=f, seed=s, steps=steps if FAMILIES[c.family].kind == "torch" else np.nan,
-            val_score=(val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": val[k] for k in ("concept_acc", "object_acc", "r2")},
-            **test, **per_set, train_r2=r2_score(t.emb[sp.train], app.predict(v[sp.train])) if app else np.nan, n_train=len(sp.train),
-            n_val=len(sp.val), fit_objects=n_fit[f, s], regime=regime(c, n_fit[f, s]), best_step=app.best_step if app else 0,
-            seconds=round(time.perf_counter() - t0, 2), cell=key(f, s, c), status=status, data=data))
-    results = LEARNED_RESULTS.read(path)
-    return results[results.cell.astype(str).isin({key(f, s, c) for (f, s) in splits for c in cells})].reset_index(drop=True)
+    plan = plan_sweep(lb.table, lb.name, cells, fractions, seeds, LEARNED_RESULTS, output_dir, steps, batch_size, eval_every, val_fraction,
+                      split_seed=approximator_seed, coverage_name="fraction")
+    key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, plan.steps, batch_size, plan.eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
+    per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items() for k, x in _measures(app, lb, part).items()}
+    return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set, desc=f"approximators: {lb.name}")
 
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6
 def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> dict[str, float]:

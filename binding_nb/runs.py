@@ -24,7 +24,8 @@ from .scenes import scene_sizes
 from .utils import atomic_file, resolve_device, seeded_subset, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs', 'check_runs', 'embed_runs', 'run_geometry', 'run_tables', 'save_runs', 'complexity_runs']
+__all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs',
+           'complexity_runs', 'check_runs', 'embed_runs', 'run_geometry', 'run_tables', 'save_runs']
 
 # %% ../nbs/03a_runs.ipynb #6c03512b
 DATASETS = {"clevr2d": "CLEVR-2D", "clevr3d": "CLEVR", "clevr3d-3": "CLEVR, three objects",
@@ -157,6 +158,14 @@ def named_runs(encoder: str | None = None, pretrained="random", dataset: str = "
     n_pairs, image_pairs, text_pairs = (_sample_size(v, k) for k, v in (("n_pairs", n_pairs), ("image_pairs", image_pairs), ("text_pairs", text_pairs)))
     return check_runs(standard_runs(image_pairs, whole_number(clevr3d_triples, "clevr3d_triples", low=4), n_pairs, clip_weights, dinov2_weights, text_pairs))
 
+# %% ../nbs/03a_runs.ipynb #8a671259
+def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = 3000) -> list[RunSpec]:
+    "The runs of this page: random-init CLIP on CLEVR-2D, CLEVR and captions, pretrained MiniLM on a sample of captions, the pretrained encoders."
+    clip, dino, mini = "openclip:ViT-B-32", "hf:facebook/dinov2-base", "st:all-MiniLM-L6-v2"
+    runs = [RunSpec(d, clip, "random") for d in ("clevr2d", "clevr3d")] + [RunSpec("text:5", clip, "random"), RunSpec("text", mini, "default", text_pairs)]
+    runs += [RunSpec(d, clip, clip_weights) for d in ("clevr2d", "clevr3d")] + [RunSpec("text", clip, clip_weights, text_pairs)]
+    return runs + [RunSpec(d, dino, dinov2_weights) for d in ("clevr2d", "clevr3d")]
+
 # %% ../nbs/03a_runs.ipynb #f3a9d6b1
 def _first_sentence(e: Exception) -> str: return str(e).split(". ")[0].rstrip(".") + "."
 
@@ -249,11 +258,3 @@ def save_runs(status: pd.DataFrame, reports: dict[str, GeometryReport], output_d
         with atomic_file(folder / f"{name}.csv") as f: df.to_csv(f, index=False)
         paths.append(folder / f"{name}.csv")
     return paths
-
-# %% ../nbs/04_complexity.ipynb #8a671259
-def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = 3000) -> list[RunSpec]:
-    "The runs of this page: random-init CLIP on CLEVR-2D, CLEVR and captions, pretrained MiniLM on a sample of captions, the pretrained encoders."
-    clip, dino, mini = "openclip:ViT-B-32", "hf:facebook/dinov2-base", "st:all-MiniLM-L6-v2"
-    runs = [RunSpec(d, clip, "random") for d in ("clevr2d", "clevr3d")] + [RunSpec("text:5", clip, "random"), RunSpec("text", mini, "default", text_pairs)]
-    runs += [RunSpec(d, clip, clip_weights) for d in ("clevr2d", "clevr3d")] + [RunSpec("text", clip, clip_weights, text_pairs)]
-    return runs + [RunSpec(d, dino, dinov2_weights) for d in ("clevr2d", "clevr3d")]

@@ -9,7 +9,7 @@ scripts/form_recovery.py. Results in results/complexity/README.md ("Alternating 
 import sys, time, numpy as np, torch
 torch.set_num_threads(2)
 from binding_nb.approximators import FormProbe, family, form_embeddings, chain_product
-from binding_nb.complexity import holdout_split
+from binding_nb.sweeps import holdout_split
 from binding_nb.datasets import all_pairs
 from binding_nb.geometry import r2_score, scene_table
 from binding_nb.scenes import ConceptSpace

@@ -28,7 +28,7 @@ def run(job: tuple) -> dict:
     import torch
     torch.set_num_threads(1)
     from binding_nb.approximators import fit_approximator, form_embeddings, held_out_reference, score_approximator
-    from binding_nb.complexity import holdout_split
+    from binding_nb.sweeps import holdout_split
     from binding_nb.datasets import all_pairs
     from binding_nb.geometry import fit_probes, probe_split, r2_score, scene_table
     from binding_nb.scenes import ConceptSpace

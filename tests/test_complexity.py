@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from binding_nb.approximators import FAMILIES, fit_approximator, form_embeddings, held_out_reference, score_approximator
-from binding_nb.complexity import COMPLEXITY_RESULTS, Cell, fit_cell, grid, holdout_split, select_on_validation, sweep
+from binding_nb.complexity import COMPLEXITY_RESULTS, sweep
+from binding_nb.sweeps import Cell, fit_cell, grid, holdout_split, select_on_validation
 from binding_nb.datasets import all_pairs, clevr_space
 from binding_nb.geometry import fit_probes, probe_split, scene_table
 from binding_nb.scenes import ConceptSpace
@@ -122,8 +123,8 @@ def test_sweep_resumes_and_trains_nothing_twice(tmp_path, monkeypatch):
     first = sweep(t, "toy", cells[:1], [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)   # stopped after one setting
     both = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
     pd.testing.assert_frame_equal(both[both.family == "mlp"].reset_index(drop=True), first, check_dtype=False)
-    import binding_nb.complexity as cx
-    monkeypatch.setattr(cx, "fit_approximator", lambda *a, **k: pytest.fail("a finished setting was fitted again"))
+    import binding_nb.sweeps as runner
+    monkeypatch.setattr(runner, "fit_approximator", lambda *a, **k: pytest.fail("a finished setting was fitted again"))
     again = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=50, device="cpu", progress=False)
     pd.testing.assert_frame_equal(again, both)
     assert len(COMPLEXITY_RESULTS.read(tmp_path / "complexity_results.csv")) == 2

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import binding_nb.learned as learned
-from binding_nb.complexity import Cell
+import binding_nb.sweeps as sweeps
+from binding_nb.sweeps import Cell
 from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, learned_binding
 from binding_nb.scenes import ConceptSpace
 from binding_nb.train import RunConfig, evaluate, load_model, train_run, with_architecture
@@ -41,12 +42,12 @@ def test_a_failed_fit_loses_nothing_and_resumes(tmp_path, monkeypatch):
     "A fit that raises part-way leaves the finished rows on disk; the rerun fits only what is missing."
     lb = known_binding(ConceptSpace([8, 8]), "bag", rank=16)
     cells = [Cell("additive", 8, 1e-2), Cell("global_product", 8, 1e-2), Cell("mlp", 16, 1e-2)]
-    real, calls = learned.fit_approximator, []
+    real, calls = sweeps.fit_approximator, []
     def flaky(name, *args, **kw):
         calls.append(name)
         if len(calls) == 2: raise RuntimeError("killed")
         return real(name, *args, **kw)
-    monkeypatch.setattr(learned, "fit_approximator", flaky)
+    monkeypatch.setattr(sweeps, "fit_approximator", flaky)
     with pytest.raises(RuntimeError, match="killed"): fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
     assert list(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path)).family) == ["additive"]
     rows = fit_binding(lb, cells, [0.5], [0], tmp_path, steps=20, eval_every=10, device="cpu", progress=False)
@@ -134,7 +135,7 @@ def test_a_moved_or_touched_checkpoint_is_not_fitted_again(tiny_model, tmp_path,
     cells = [Cell("additive", 8, 1e-2)]
     first = fit_binding(learned_binding(tiny_model, device="cpu"), cells, [0.5], [0], tmp_path / "out", steps=20, eval_every=10, device="cpu", progress=False)
     moved = tmp_path / "elsewhere" / "renamed.pt"; moved.parent.mkdir(); shutil.copy(tiny_model, moved); os.utime(moved, (1, 1))
-    monkeypatch.setattr(learned, "fit_approximator", lambda *a, **k: pytest.fail("a finished fit was fitted again"))
+    monkeypatch.setattr(sweeps, "fit_approximator", lambda *a, **k: pytest.fail("a finished fit was fitted again"))
     again = fit_binding(learned_binding(moved, name=first.run.iloc[0], device="cpu"), cells, [0.5], [0], tmp_path / "out", steps=20, eval_every=10,
                         device="cpu", progress=False)
     assert len(again) == 1 and len(LEARNED_RESULTS.read(LEARNED_RESULTS.path(tmp_path / "out"))) == 1

@@ -50,7 +50,7 @@ def test_a_folder_that_is_not_given_is_refused(folder, tmp_path, monkeypatch):
 
 
 def test_fit_binding_without_an_output_dir_says_so():
-    from binding_nb.complexity import Cell
+    from binding_nb.sweeps import Cell
     from binding_nb.learned import fit_binding, known_binding
     from binding_nb.scenes import ConceptSpace
     with pytest.raises(ValueError, match="output_dir is None: name a folder"):
