@@ -234,9 +234,8 @@ def page_title(nb: NotebookNode, src: Path) -> str:
 
 
 def notebooks(folder: Path) -> list[Path]:
-    "Notebooks under `folder`, skipping `_`/`.` files and folders as nbdev does, and `modules/` (no pages: `_quarto.yml`)."
-    return [p for p in folder.rglob("*.ipynb") if not any(s[0] in "._" for s in p.relative_to(folder).parts)
-            and p.relative_to(folder).parts[0] != "modules"]
+    "Notebooks under `folder`, skipping `_`/`.` files and folders as nbdev does."
+    return [p for p in folder.rglob("*.ipynb") if not any(s[0] in "._" for s in p.relative_to(folder).parts)]
 
 
 def sources(proc: Path, nbs: Path | None) -> list[Path]:
