@@ -20,13 +20,14 @@ from .approximators import FAMILIES, family, fit_approximator, held_out_referenc
 from .cache import check_cache_dir, read_cache, write_cache
 from .complexity import (ADDED_LATER, Cell, fit_objects, fit_row_checks, holdout_split, made_settings, refuse_other_data, regime,
                                    select_on_validation, settings_mismatch, warn_memorisation)
-from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
+from .checkpoints import load_model, read_checkpoint, run_checkpoint
+from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .loop import TrainingDiverged
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
-from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint, recognition
+from .train import RunConfig, check_config, embed_all_queries, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 
