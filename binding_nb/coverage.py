@@ -21,15 +21,15 @@ from scipy import stats
 from tqdm import tqdm
 
 from .loop import TrainingDiverged
-from .train import RunConfig, check_checkpoint_path, check_config, evaluate, train_run
+from .checkpoints import check_checkpoint_path, run_checkpoint, train_run
+from .train import check_config, diverged_row, evaluate, METRICS, RESULT_COLUMNS, RunConfig, SPLIT_METRICS
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 
 # %% auto #0
-__all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'METRICS', 'SPLIT_METRICS', 'COVERAGE_RESULTS', 'sweep_configs',
-           'check_output_dir', 'eval_memory', 'available_memory', 'check_eval_memory', 'run_identity', 'has_run',
-           'diverged_row', 'run_checkpoint', 'run_one', 'sweep_results', 'run_sweep', 'summarize_coverage',
-           'plot_coverage']
+__all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir',
+           'eval_memory', 'available_memory', 'check_eval_memory', 'run_identity', 'has_run', 'run_one',
+           'sweep_results', 'run_sweep', 'summarize_coverage', 'plot_coverage']
 
 # %% ../nbs/05_coverage.ipynb #45421737
 def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -> list[RunConfig]:
@@ -96,9 +96,6 @@ def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: boo
     return need
 
 # %% ../nbs/05_coverage.ipynb #4b49d995
-METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
-SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]   # in rows written since they exist
-
 def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     "What makes a coverage row unusable, beyond the checks of every results table."
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
@@ -111,9 +108,7 @@ def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
 
 COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
-    columns=("C", "V", "n_objects", "coverage", "seed", "concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc",
-             "steps", "train_seconds", "best_step", "val_object_acc", "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes",
-             "model_key", "device", "status"),
+    columns=RESULT_COLUMNS,                                   # a run's row (App. B.4); SPLIT_METRICS follow in rows written since they exist
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
     counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
     checks=_coverage_checks, defaults={"status": "ok"},       # no status: written before it existed
@@ -128,21 +123,7 @@ def has_run(table: pd.DataFrame, cfg: RunConfig) -> bool:
     "Whether `table` holds the row of the run `cfg`."
     return not table.empty and bool(COVERAGE_RESULTS.same(table, run_identity(cfg)).any())
 
-# %% ../nbs/05_coverage.ipynb #2e30b138
-def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
-    "The results-table row of a run that diverged: its settings, empty accuracies, status 'diverged'."
-    split = cfg.split()
-    nan = float("nan")
-    return dict(C=cfg.C, V=cfg.V, n_objects=cfg.space.n_objects, coverage=cfg.coverage, seed=cfg.seed,
-                **{m: nan for m in METRICS}, steps=cfg.steps, train_seconds=nan, best_step=0, val_object_acc=nan,
-                val_concept_acc=nan, n_fit=len(split.fit), n_heldout=len(split.heldout), n_test_scenes=0,
-                model_key=cfg.model_key(), device=str(resolve_device(cfg.device)), status="diverged")
-
 # %% ../nbs/05_coverage.ipynb #41065243
-def run_checkpoint(output_dir: str | Path, cfg: RunConfig) -> Path:
-    "Where `run_one` keeps the checkpoint of `cfg` in `output_dir` (its lock is the same path + '.lock')."
-    return Path(output_dir) / "checkpoints" / f"{cfg.run_name()}.pt"
-
 def run_one(cfg: RunConfig, output_dir: str | Path, progress: bool = True, bar: tqdm | None = None) -> dict:
     "Train (or resume) one run and add its row to `output_dir/coverage_results.csv`; its row (the recorded one, if there is one)."
     out = Path(output_dir)

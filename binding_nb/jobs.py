@@ -18,7 +18,8 @@ from filelock import FileLock, Timeout
 from submitit.core.utils import JobPaths, pickle_load
 from tqdm import tqdm
 
-from .coverage import COVERAGE_RESULTS, check_output_dir, run_checkpoint, run_identity, run_one, sweep_configs, sweep_results
+from .checkpoints import run_checkpoint
+from .coverage import COVERAGE_RESULTS, check_output_dir, run_identity, run_one, sweep_configs, sweep_results
 from .train import RunConfig
 from .utils import atomic_file, set_aside, whole_number, writable_folder
 

@@ -16,13 +16,14 @@ import torch
 
 from .approximators import family, held_out_reference, score_approximator
 from .cache import check_cache_dir, read_cache, write_cache
-from .coverage import COVERAGE_RESULTS, run_checkpoint, run_identity, run_one
+from .checkpoints import load_model, read_checkpoint, run_checkpoint
+from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
 from .sweeps import ADDED_LATER, Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
-from .train import RunConfig, check_config, embed_all_queries, load_model, read_checkpoint, recognition
+from .train import RunConfig, check_config, embed_all_queries, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 

@@ -43,7 +43,8 @@ def run(job: tuple[str, str, int]) -> dict:
     import torch
     torch.set_num_threads(1)
     from binding_nb.scenes import sample_scenes
-    from binding_nb.train import RunConfig, evaluate, load_model, run_data, train_run
+    from binding_nb.checkpoints import load_model, train_run
+    from binding_nb.train import RunConfig, evaluate, run_data
     name, space, seed = job
     change, spaces = LEVERS[name]
     cfg = RunConfig(**{**BASE, **spaces[space], **change, "seed": seed})

@@ -35,7 +35,8 @@ SEARCH = {
 def run(name: str) -> dict:
     import torch
     torch.set_num_threads(1)
-    from binding_nb.train import RunConfig, train_run, with_recipe
+    from binding_nb.checkpoints import train_run
+    from binding_nb.train import RunConfig, with_recipe
     change = SEARCH[name]
     cfg = with_recipe(RunConfig(**BASE), "authors") if change == "authors" else RunConfig(**BASE, **change)
     t0 = time.perf_counter()

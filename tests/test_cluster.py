@@ -12,8 +12,9 @@ from submitit.slurm.test_slurm import get_signal_handler, mock_requeue, mocked_s
 
 from binding_nb.jobs import make_executor, run_states, submit_sweep, SweepJob
 from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, sweep_configs
-from binding_nb import train
-from binding_nb.train import load_checkpoint, read_checkpoint, RunConfig, train_run
+from binding_nb import checkpoints
+from binding_nb.checkpoints import load_checkpoint, read_checkpoint, train_run
+from binding_nb.train import RunConfig
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 TINY = dict(V=4, batch_size=32, d_model=16, n_layers=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
@@ -231,7 +232,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
         resumed_at = []
         def spy(path, cfg=None):
             ck = load_checkpoint(path, cfg); resumed_at.append(ck and ck["step"]); return ck
-        monkeypatch.setattr(train, "load_checkpoint", spy)
+        monkeypatch.setattr(checkpoints, "load_checkpoint", spy)
         run_on_slurm(mock, ex.folder, "12")                                # the requeued job
         assert resumed_at == [20]
     row = COVERAGE_RESULTS.read(out / "coverage_results.csv").iloc[0].to_dict()

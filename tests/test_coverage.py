@@ -1,5 +1,5 @@
 """Tests of 05_coverage beyond the notebook's own: papermill runs and bad input."""
-import json, re, subprocess, sys, textwrap, time
+import dataclasses, json, math, re, subprocess, sys, textwrap, time
 import warnings
 from pathlib import Path
 
@@ -8,8 +8,10 @@ import papermill as pm
 import pytest
 import torch
 
+from binding_nb.checkpoints import train_run
 from binding_nb.coverage import COVERAGE_RESULTS, check_eval_memory, eval_memory, run_sweep, summarize_coverage
-from binding_nb.train import RunConfig
+from binding_nb.loop import TrainingDiverged
+from binding_nb.train import diverged_row, METRICS, RunConfig, SPLIT_METRICS
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "05_coverage.ipynb"
@@ -50,6 +52,22 @@ def test_tiny_papermill_run(tmp_path):
     text = (tmp_path / "out.ipynb").read_text()
     assert "IProgress" not in text and "\\u001b[A" not in text       # plain progress bars: no widget warning, no nested-bar escapes
 
+
+
+def test_finished_and_diverged_rows_have_the_table_columns(tmp_path):
+    "A finished run's row and a diverged run's: exactly the table's columns, in its order, then the swap breakdown; the table reads them back so."
+    cfg = RunConfig(V=4, steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32, n_test_scenes=64,
+                    device="cpu")
+    columns = [*COVERAGE_RESULTS.columns, *SPLIT_METRICS]
+    rows = [train_run(c, progress=False) for c in (cfg, dataclasses.replace(cfg, coverage=1.0))]   # coverage 1: no swap measured
+    rows.append(diverged_row(dataclasses.replace(cfg, seed=1), TrainingDiverged(3, float("nan"))))
+    for row, status in zip(rows, ["ok", "ok", "diverged"]):
+        assert list(row) == columns and row["status"] == status
+    assert not math.isnan(rows[0]["seen_swap_frac"]) and all(math.isnan(rows[1][m]) for m in SPLIT_METRICS)
+    assert all(math.isnan(rows[2][m]) for m in METRICS + SPLIT_METRICS + ["train_seconds", "val_object_acc", "val_concept_acc"])
+    for row in rows: COVERAGE_RESULTS.append(tmp_path / "coverage_results.csv", row)
+    table = COVERAGE_RESULTS.read(tmp_path / "coverage_results.csv")
+    assert list(table.columns) == columns and table.status.tolist() == ["ok", "ok", "diverged"]
 
 @pytest.mark.slow
 def test_finished_runs_are_not_retrained(tmp_path):

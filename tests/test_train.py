@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb import loop, train
-from binding_nb.train import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, RunConfig, train_run
+from binding_nb import checkpoints, loop, models, train
+from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, train_run
+from binding_nb.train import RunConfig
 from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -22,14 +23,14 @@ def test_resume_after_kill(tmp_path):
     ck = tmp_path / "killed.pt"
     script = textwrap.dedent(f"""
         import time, torch
-        from binding_nb import train
+        from binding_nb import checkpoints, train
         torch.set_num_threads(1)
         cfg = train.RunConfig(**{CFG!r})
-        save = train.save_checkpoint
+        save = checkpoints.save_checkpoint
         def slow_save(*args):              # slow the run down after each checkpoint so the kill lands mid-way
             save(*args); time.sleep(0.5)
-        train.save_checkpoint = slow_save
-        train.train_run(cfg, {str(ck)!r}, progress=False)
+        checkpoints.save_checkpoint = slow_save
+        checkpoints.train_run(cfg, {str(ck)!r}, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     try:
@@ -264,12 +265,12 @@ def test_a_training_step_never_waits_for_the_device(kind, device):
     batches = [next_batch() for _ in range(3)]                     # drawing a batch may read the device: only the steps are guarded
     if device == "cpu":
         with no_host_reads():                                          # the first step, and later ones
-            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, train.batch_loss)
+            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, models.batch_loss)
     else:
-        loop.train_step(model, opt, sched, batches.pop(0), train.batch_loss, amp=True); torch.cuda.synchronize()   # warm-up
+        loop.train_step(model, opt, sched, batches.pop(0), models.batch_loss, amp=True); torch.cuda.synchronize()   # warm-up
         torch.cuda.set_sync_debug_mode("error")
         try:
-            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, train.batch_loss, amp=True)
+            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, models.batch_loss, amp=True)
         finally: torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss) and set(parts) == {"concept_loss", "object_loss"}
 
