@@ -97,7 +97,7 @@ def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: boo
 
 # %% ../nbs/05_coverage.ipynb #4b49d995
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
-SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]   # in rows written since they exist
+SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]   # object recognition with and without a seen attribute swap
 
 def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     "What makes a coverage row unusable, beyond the checks of every results table."
@@ -113,10 +113,10 @@ COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
     columns=("C", "V", "n_objects", "coverage", "seed", "concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc",
              "steps", "train_seconds", "best_step", "val_object_acc", "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes",
-             "model_key", "device", "status"),
+             "model_key", "device", "status", *SPLIT_METRICS),
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
     counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
-    checks=_coverage_checks, defaults={"status": "ok"},       # no status: written before it existed
+    checks=_coverage_checks,
     advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #8f865a92
