@@ -3,7 +3,8 @@
     python scripts/convert_old_runs.py PATH [PATH ...]
 
 PATH is an output folder of a sweep or study (every checkpoint `*.pt` and results table in it and below), a results table
-(`coverage_results.csv`, `complexity_results.csv`, `learned_results.csv`), or one checkpoint.
+(`coverage_results.csv`, `complexity_results.csv`, `learned_results.csv`; with the checkpoints under its folder, whose keys
+it is re-keyed through), or one checkpoint.
 
 A checkpoint: the flat pixel settings of older configs (level, image_size, square, noise, patch, conv_depth, conv_channels)
 move into `input_settings` (for inputs='pixels', those that differ from their defaults; token runs drop them); settings it
@@ -85,8 +86,10 @@ def new_weights(cfg: RunConfig, weights: dict | None) -> dict | None:
 
 def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
     "Convert the checkpoint at `path` (and rename it when it is named after its run); record its old -> new key in `keys`."
-    payload = read_verified(path, "checkpoint")
-    ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
+    try:
+        payload = read_verified(path, "checkpoint")
+        ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
+    except Exception as e: return log(f"{path}: cannot be read ({type(e).__name__}: {str(e)[:200]}); left as it was")
     if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()): return log(f"{path}: not a checkpoint of a run, skipped")
     try: config = new_config(ck["config"])
     except ValueError as e: return log(f"{path}: {e}; left as it was")
