@@ -9,8 +9,9 @@ from binding_nb.coverage import COVERAGE_RESULTS, has_run, run_checkpoint, SPLIT
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE
-from binding_nb.train import load_model, read_checkpoint, RunConfig, train_run
-from binding_nb.utils import write_verified
+from binding_nb.loop import TrainState
+from binding_nb.train import build_model, load_model, make_optimizer, read_checkpoint, RunConfig, save_checkpoint, train_run
+from binding_nb.utils import make_generator, write_verified
 
 torch.set_num_threads(1)
 
@@ -122,3 +123,20 @@ def test_tables_are_rekeyed_through_the_checkpoints_beside_them(tmp_path):
     assert all(r[c] == "" for r in rows for c in convert_old_runs.FIT_COLUMNS_ADDED) and rows[0]["object_acc"] == "0.5"
     assert any("line 3 (C2_V5_cov0.8_seed0_abcdefabcd)" in l for l in log), log
     assert len(list(out.glob("coverage_results.csv.bad-*"))) == 1 and len(list(out.glob("learned_results.csv.bad-*"))) == 1
+
+
+def test_an_old_pixel_checkpoint_keeps_its_pixel_settings(tmp_path):
+    "A pixel run's flat settings off their defaults become its input_settings; the converted checkpoint loads the same weights."
+    cfg = RunConfig(C=2, V=4, inputs="pixels", input_settings=dict(level=2, patch=8), device="cpu")
+    model = build_model(cfg, torch.device("cpu")); opt, sched = make_optimizer(model, cfg)
+    state = TrainState(); state.best_model = model.state_dict()
+    save_checkpoint(tmp_path / "today.pt", cfg, model, opt, sched, make_generator(0, torch.device("cpu")), state)
+    ck = read_checkpoint(tmp_path / "today.pt")
+    flat = {k: v for k, v in ck["config"].items() if k != "input_settings"} | OLD_FLAT | dict(level=2, patch=8)
+    old_body = lambda w: {k.replace("encoder.body.", "encoder."): v for k, v in w.items()}
+    buf = io.BytesIO(); torch.save({**ck, "config": flat, "model": old_body(ck["model"]), "best_model": old_body(ck["best_model"])}, buf)
+    write_verified(tmp_path / f"C2_V4_cov0.5_seed0_{convert_old_runs.old_model_key(cfg)}.pt", buf.getvalue(), "checkpoint")
+    (tmp_path / "today.pt").unlink()
+    assert convert_old_runs.convert([tmp_path], lambda line: None) == {convert_old_runs.old_model_key(cfg): cfg.model_key()}
+    loaded, read = load_model(tmp_path / f"{cfg.run_name()}.pt", "cpu")
+    assert read == cfg and all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
