@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from .loop import fit, TrainState
 from .models import batch_loss, DualEncoder
+from .results import CONVERT_ADVICE
 from .train import check_config, concept_weight_at, evaluate, new_model, result_row, RunConfig, setup_run
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
 
@@ -35,7 +36,7 @@ def _foreign(path: Path, why: str) -> ValueError:
     return ValueError(f"{path} is not a checkpoint written by binding_nb ({why}); it was left untouched: move it away or pass another checkpoint path")
 
 def read_checkpoint(path: str | Path) -> dict:
-    "The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint or its config holds settings `RunConfig` does not know."
+    "The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint or its config does not hold exactly the settings of `RunConfig` (an older version wrote it: `CONVERT_ADVICE`)."
     path = Path(path)
     if not path.is_file(): raise ValueError(f"checkpoint {path} is {'a folder' if path.is_dir() else 'missing'}: pass the path of a checkpoint file")
     payload = read_verified(path, "checkpoint")                      # None: no digest header (not ours, or from before digests)
@@ -47,9 +48,12 @@ def read_checkpoint(path: str | Path) -> dict:
         if payload is None: raise _foreign(path, "it lacks a run's config, model and step")
         raise CorruptFileError(f"{path} lacks a run's config, model and step")
     if not isinstance(ck["config"], dict): raise ValueError(f"{path} holds a config that is not a dict of settings; it was left untouched: pass another checkpoint path")
-    if unknown := sorted(set(ck["config"]) - {f.name for f in fields(RunConfig)}):
-        raise ValueError(f"{path} was written with settings this version of binding_nb does not know ({', '.join(map(str, unknown))}); "
-                         "it was left untouched: read it with the binding_nb version that wrote it, or pass another checkpoint path")
+    known = {f.name for f in fields(RunConfig)}
+    if (unknown := sorted(set(ck["config"]) - known)) or (lacking := sorted(known - set(ck["config"]))):
+        what = f"settings this version of binding_nb does not know ({', '.join(map(str, unknown))})" if unknown else \
+               f"no value for the settings {', '.join(lacking)}"
+        raise ValueError(f"{path} was written by an older binding_nb, with {what}; it was left untouched: "
+                         f"{CONVERT_ADVICE.format(path=path)}, or pass another checkpoint path")
     return ck
 
 # %% ../nbs/B5_checkpoints.ipynb #75ed16a7
@@ -65,7 +69,7 @@ def read_checkpoint(path: str | Path) -> dict:
 HOW_TO_RUN = ("device", "amp", "compile", "layout", "log_every", "ckpt_every", "n_test_scenes")
 
 def _trained_differences(saved: dict, cfg: RunConfig) -> list[str]:
-    "The settings outside `HOW_TO_RUN` in which a checkpoint's config (settings it lacks at their defaults) and `cfg` differ."
+    "The settings outside `HOW_TO_RUN` in which a checkpoint's config and `cfg` differ."
     saved, now = asdict(RunConfig(**saved)), asdict(cfg)
     return [f"{k} {saved[k]!r}, now {now[k]!r}" for k in now if k not in HOW_TO_RUN and saved[k] != now[k]]
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .approximators import FAMILIES, family
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .results import ResultsTable
-from .sweeps import ADDED_LATER, Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation, setting_labels
+from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation, setting_labels
 from .utils import fingerprint, resolve_device, save_figure
 
 # %% auto #0
@@ -33,12 +33,12 @@ COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
              "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
-             "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status", "data", *ADDED_LATER),
+             "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status", "data",
+             "init", "init_mean", "form", "train_r2", "fit_objects", "regime"),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),   # a cell key fixes the other five; all six must head the file
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test"),
     checks=_complexity_checks,
-    defaults={"data": np.nan, **ADDED_LATER},                          # tables from before these columns
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #e8a3c5f1

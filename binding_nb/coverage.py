@@ -108,10 +108,10 @@ def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
 
 COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
-    columns=RESULT_COLUMNS,                                   # a run's row (App. B.4); SPLIT_METRICS follow in rows written since they exist
+    columns=(*RESULT_COLUMNS, *SPLIT_METRICS),               # a run's row (App. B.4), then its test split by seen swaps
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
     counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
-    checks=_coverage_checks, defaults={"status": "ok"},       # no status: written before it existed
+    checks=_coverage_checks,
     advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #8f865a92

@@ -22,7 +22,7 @@ from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
-from .sweeps import ADDED_LATER, Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
+from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
 from .train import RunConfig, check_config, embed_all_queries, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
@@ -140,12 +140,11 @@ LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
              *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status",
-             "data", *ADDED_LATER),
+             "data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime"),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
     checks=fit_row_checks,
-    defaults={"data": np.nan, **ADDED_LATER},                          # tables from before these columns
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
 PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
 

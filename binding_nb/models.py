@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
-import re
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from functools import partial
 from typing import Callable
@@ -270,25 +269,16 @@ class TransformerBody(nn.Module):
         return self.proj(self.norm(x))[p.order.argsort()]
 
 # %% ../nbs/B2_models.ipynb #f1e6bd1f
-_OLD_KEY = re.compile(r"^(tok|pos|layers|norm|proj)\.")
-
 class Tower(nn.Module):
     "One encoder: a stem (inputs -> `Packed` rows) and a transformer body (rows -> `[n_i, d_out]` per input set)."
     def __init__(self, stem: nn.Module, body: TransformerBody):
         super().__init__()
         self.stem, self.body = stem, body
-        self.register_load_state_dict_pre_hook(Tower._upgrade_keys)
 
     def forward(self, *inputs) -> list[torch.Tensor]:
         p = self.stem(*inputs)
         return list(self.body(p).split(p.sizes))
 
-    @staticmethod
-    def _upgrade_keys(module, state_dict, prefix, *args):
-        for key in [k for k in state_dict if k.startswith(prefix)]:
-            rest = key[len(prefix):]
-            if m := _OLD_KEY.match(rest):
-                state_dict[prefix + ("stem." if m[1] in ("tok", "pos") else "body.") + rest] = state_dict.pop(key)
 
 # %% ../nbs/B2_models.ipynb #da262008
 def token_tower(cfg: ModelConfig, queries: bool = False) -> Tower:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -19,10 +19,11 @@ from filelock import FileLock
 from .utils import atomic_file, set_aside
 
 # %% auto #0
-__all__ = ['STATUSES', 'ResultsTable']
+__all__ = ['STATUSES', 'CONVERT_ADVICE', 'ResultsTable']
 
 # %% ../nbs/results.ipynb #0a93bfac
 STATUSES = ("ok", "diverged")   # a finished cell, or a run whose loss went non-finite (kept, so that it is not rerun)
+CONVERT_ADVICE = "convert it with `python scripts/convert_old_runs.py {path}` (in a clone of binding_nb)"   # for files of older versions
 
 _LOCKS: dict[str, FileLock] = {}
 
@@ -41,7 +42,6 @@ class ResultsTable:
     text: tuple[str, ...] = ()                 # text columns; every other column is numeric
     counts: tuple[str, ...] = ()               # whole-number columns
     checks: Callable[[pd.DataFrame], dict[str, pd.Series]] | None = None   # more {reason: mask of bad rows}
-    defaults: dict = field(default_factory=dict)   # values of columns that older files lack
     advice: str = "pass the table's file"      # what to pass instead of a folder
 
     def path(self, output_dir: str | os.PathLike) -> Path:
@@ -117,15 +117,16 @@ class ResultsTable:
         rows = {n: r for n, r in enumerate(lines[1:], 2) if r}
         bad = {n: f"{len(r)} fields instead of {len(header)}" for n, r in rows.items() if len(r) != len(header)}
         if rows and not content.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")   # its last field may be cut
-        missing = [c for c in columns if c not in header and c not in self.defaults]
+        missing = [c for c in columns if c not in header]
+        if missing and lines and "\n" in content:      # a whole header line without standard columns: a table of an older version
+            raise ValueError(f"{path} lacks the columns {', '.join(missing)}: an older version of binding_nb wrote it; it was left "
+                             f"untouched: {CONVERT_ADVICE.format(path=path)}")
         if missing or len(set(header)) < len(header):
             bad.update({n: f"a header without {missing or 'unique columns'}" for n in rows if n not in bad})
             df = pd.DataFrame(columns=columns)
         else:
             df = pd.DataFrame([r for n, r in rows.items() if n not in bad], columns=header,
                               index=[n for n in rows if n not in bad]).replace("", np.nan)
-            for c, v in self.defaults.items():
-                if c not in df.columns: df[c] = v
             why = self.problems(df)
             if expect is not None: why = why.where(why != "", expect(df))
             ok = why == ""

@@ -23,7 +23,7 @@ from .scenes import ConceptSpace, coverage_split
 from .utils import name_list, number_in, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['ADDED_LATER', 'SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell',
+__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell',
            'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data', 'SweepPlan', 'plan_sweep',
            'fit_sweep', 'select_on_validation', 'setting_labels']
 
@@ -175,8 +175,6 @@ def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
         "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)], axis=1).any(axis=1),
         "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
     }
-
-ADDED_LATER = dict(init=np.nan, init_mean=np.nan, form=np.nan, train_r2=np.nan, fit_objects=np.nan, regime=np.nan)   # empty in older tables, read by both results tables
 
 # %% ../nbs/04b_sweeps.ipynb #6405a7c6
 def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:

@@ -104,20 +104,14 @@ class RunConfig:
         "The architecture of this run's dual encoder: the settings of this run that `ModelConfig` has."
         return ModelConfig(**{k: v for k, v in asdict(self).items() if k in _MODEL_FIELDS})
     def model_key(self) -> str:
-        "A short hash of what defines the run but coverage and seed: runs with the same key are comparable."
-        default = RunConfig()
-        d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY + ("input_settings",)
-             and not (k in _ADDED_LATER and v == getattr(default, k))}      # later settings at their defaults: keys stay as they were
+        "A short hash of every setting but coverage, seed and how to run: runs with the same key are comparable."
+        d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY + ("input_settings",)}
         d |= input_kind(self.inputs).changed_settings(self.input_settings)  # an input kind's settings, where they differ from its defaults
-        return fingerprint(d, length=10, algorithm="sha1")   # sha1: the keys of results tables written so far
+        return fingerprint(d, length=10, algorithm="sha1")
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
 
 _NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
-_ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit_scale_max", "concept_queries", "swaps_per_scene",
-                "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at",
-                "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast",
-                "inputs")
 _MODEL_FIELDS = {f.name for f in fields(ModelConfig)}
 
 # %% ../nbs/B4_training.ipynb #e9620c54

@@ -112,9 +112,14 @@ def test_rows_of_an_earlier_probe_form_are_set_aside_and_refitted(tmp_path):
     path = COMPLEXITY_RESULTS.path(tmp_path)
     old = COMPLEXITY_RESULTS.read(path).drop(columns=["init", "init_mean", "form", "train_r2", "fit_objects", "regime"])
     old.to_csv(path, index=False)                                    # as the earlier probes wrote it: no form, no initialisation
+    with pytest.raises(ValueError, match="lacks the columns init, init_mean, form.*convert_old_runs.py"):
+        sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=10, device="cpu", progress=False)
+    convert = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "convert_old_runs.py"), str(path)],
+                             capture_output=True, text=True, timeout=300)
+    assert convert.returncode == 0 and "added init, init_mean, form" in convert.stdout, convert.stderr[-2000:]
     with pytest.warns(UserWarning, match="a form probe of an earlier form"): again = sweep(t, "toy", cells, [0.5], [0], tmp_path, steps=10, device="cpu", progress=False)
     assert len(again) == 1 and again.form.iloc[0] == FAMILIES["global_product"].form.formula
-    assert len(list(tmp_path.glob("complexity_results.csv.bad-*"))) == 1              # the old row kept, beside the table
+    assert len(list(tmp_path.glob("complexity_results.csv.bad-*"))) == 2              # the old table and the old row kept, beside the table
 
 
 def test_sweep_resumes_and_trains_nothing_twice(tmp_path, monkeypatch):

@@ -37,3 +37,17 @@ def test_reading_a_mistyped_folder_creates_nothing(tmp_path):
     typo = tmp_path / "outptus"
     for table in (COVERAGE_RESULTS, LEARNED_RESULTS): assert table.read(table.path(typo)).empty
     assert trained_models(typo) == [] and not typo.exists()
+
+
+@pytest.mark.parametrize("table, lacks", [(COVERAGE_RESULTS, ("status", "object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac")),
+                                          (LEARNED_RESULTS, ("data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime"))])
+def test_a_table_of_an_older_version_is_refused_with_the_converter(tmp_path, table, lacks):
+    "A table without columns added since it was written is refused, untouched: the message names the columns and the converter."
+    path = table.path(tmp_path)
+    header = [c for c in table.columns if c not in lacks]
+    path.write_text(",".join(header) + "\n" + ",".join("1" for _ in header) + "\n")
+    raw = path.read_bytes()
+    with pytest.raises(ValueError) as e: table.read(path)
+    msg = str(e.value)
+    assert f"lacks the columns {', '.join(lacks)}" in msg and f"python scripts/convert_old_runs.py {path}" in msg, msg
+    assert path.read_bytes() == raw and sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [table.file]

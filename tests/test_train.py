@@ -7,7 +7,7 @@ import torch
 
 from binding_nb import checkpoints, loop, models, train
 from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, train_run
-from binding_nb.train import RunConfig
+from binding_nb.train import _NOT_IN_KEY, RunConfig
 from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -281,3 +281,23 @@ def test_the_host_read_guard_catches_reads():
     for read in (lambda: bool(t[0]), lambda: int(t[0]), lambda: float(t[0]), lambda: t.sum().item(), lambda: t.tolist(), lambda: t.nonzero()):
         with no_host_reads(), pytest.raises(AssertionError, match="host synchronisation"): read()
     assert bool(t[0]) and t.tolist() == [1.0, 2.0]
+
+
+def _other(value):
+    "A value of the same kind as `value` that differs from it."
+    if isinstance(value, bool): return not value
+    if isinstance(value, (int, float)): return value * 2 + 1
+    if isinstance(value, str): return value + "_other"
+    return 0.5                                                                 # None (query_weight_decay): a number
+
+
+def test_every_setting_but_how_to_run_enters_the_model_key():
+    "No setting is left out of the key for history's sake: every one but coverage, seed and how to run changes it (an input kind's, where not its default)."
+    base = RunConfig()
+    for f in dataclasses.fields(RunConfig):
+        if f.name in ("input_settings", "inputs"): continue
+        changed = dataclasses.replace(base, **{f.name: _other(getattr(base, f.name))})
+        assert (changed.model_key() == base.model_key()) == (f.name in _NOT_IN_KEY), f.name
+    pixels = RunConfig(inputs="pixels")
+    assert len({base.model_key(), pixels.model_key(), RunConfig(inputs="pixels", input_settings=dict(level=2)).model_key()}) == 3
+    assert RunConfig(inputs="pixels", input_settings=dict(level=1)).model_key() == pixels.model_key()   # the kind's default

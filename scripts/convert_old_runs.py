@@ -1,0 +1,168 @@
+"""Convert checkpoints and results tables written by older versions of binding_nb to the files this version reads.
+
+    python scripts/convert_old_runs.py PATH [PATH ...]
+
+PATH is an output folder of a sweep or study (every checkpoint `*.pt` and results table in it and below), a results table
+(`coverage_results.csv`, `complexity_results.csv`, `learned_results.csv`; with the checkpoints under its folder, whose keys
+it is re-keyed through), or one checkpoint.
+
+A checkpoint: the flat pixel settings of older configs (level, image_size, square, noise, patch, conv_depth, conv_channels)
+move into `input_settings` (for inputs='pixels', those that differ from their defaults; token runs drop them); settings it
+lacks are written at their defaults; old state-dict keys of a transformer tower (tok, pos, layers, norm, proj) get their
+`stem.` / `body.` prefix; the file is rewritten atomically with its digest, and one named after its run
+(`<run_name>.pt`) takes the run's new name, since `model_key` now hashes every setting.
+
+A table: the columns it lacks are added with the values older versions implied (status 'ok'; empty otherwise), and its
+run keys (`model_key` of a coverage table, the key at the end of a run name in the others) are re-keyed through the
+old -> new keys of the checkpoints found under the same folder. Rows it cannot re-key are reported and left as they were.
+
+Every file it rewrites is kept beside the new one as `<name>.bad-<time>-<token><suffix>` (the library's `set_aside`).
+Converting twice changes nothing.
+"""
+from __future__ import annotations
+
+import argparse, csv, io, re, sys
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # the library of this clone, also when it is not installed
+from binding_nb.coverage import COVERAGE_RESULTS, SPLIT_METRICS
+from binding_nb.complexity import COMPLEXITY_RESULTS
+from binding_nb.learned import LEARNED_RESULTS
+from binding_nb.models import input_kind, Tower
+from binding_nb.pixels import PixelConfig
+from binding_nb.train import load_model, new_model, RunConfig
+from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, set_aside, write_verified
+
+# ---- what older versions wrote (this file is the only place that knows it) ----
+OLD_PIXEL_FIELDS = ("level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")   # flat in RunConfig before input_settings
+OLD_KEY = re.compile(r"^(tok|pos|layers|norm|proj)\.")          # a tower's keys before it had a stem and a body
+# Settings added after the first results were written: at their defaults they were left out of model_key.
+OLD_ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit_scale_max", "concept_queries", "swaps_per_scene",
+                   "max_object_positives", "negatives_from", "query_weight_decay", "concept_weight", "concept_off_at",
+                   "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast", "inputs")
+OLD_NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
+FIT_COLUMNS_ADDED = ("data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime")   # empty in older fit tables
+OLD_DEFAULTS = {COVERAGE_RESULTS.file: dict(status="ok", **dict.fromkeys(SPLIT_METRICS, "")),   # no status: every row had finished
+                COMPLEXITY_RESULTS.file: dict.fromkeys(FIT_COLUMNS_ADDED, ""), LEARNED_RESULTS.file: dict.fromkeys(FIT_COLUMNS_ADDED, "")}
+TABLES = {t.file: t for t in (COVERAGE_RESULTS, COMPLEXITY_RESULTS, LEARNED_RESULTS)}
+RUN_KEY = re.compile(r"^(C\d+_V\d+_cov[^_]+_seed\d+_)([0-9a-f]{10})$")   # a run name: its key at the end
+
+
+def old_model_key(cfg: RunConfig) -> str:
+    "The `model_key` older versions gave `cfg`: later settings at their defaults left out, so that earlier keys stayed the same."
+    default = RunConfig()
+    d = {k: v for k, v in asdict(cfg).items() if k not in OLD_NOT_IN_KEY + ("input_settings",)
+         and not (k in OLD_ADDED_LATER and v == getattr(default, k))}
+    d |= input_kind(cfg.inputs).changed_settings(cfg.input_settings)   # the flat pixel settings were hashed alike (json sorts keys)
+    return fingerprint(d, length=10, algorithm="sha1")
+
+
+def new_config(saved: dict) -> dict:
+    "A checkpoint's config as this version's `RunConfig` stores it: flat pixel settings moved into `input_settings`, every setting present."
+    saved = dict(saved)
+    flat = {k: saved.pop(k) for k in OLD_PIXEL_FIELDS if k in saved}
+    if flat and saved.get("inputs") == "pixels":
+        default = asdict(PixelConfig())
+        saved["input_settings"] = {**{k: v for k, v in flat.items() if v != default[k]}, **(saved.get("input_settings") or {})} or None
+    if unknown := sorted(set(saved) - {f.name for f in fields(RunConfig)}):
+        raise ValueError(f"settings no version this converter knows wrote ({', '.join(unknown)})")
+    return asdict(RunConfig(**saved))
+
+
+def new_weights(cfg: RunConfig, weights: dict | None) -> dict | None:
+    "`weights` with the keys of each transformer tower renamed as towers now name them."
+    if weights is None: return None
+    towers = [n + "." for n, m in new_model(cfg).named_modules() if isinstance(m, Tower)]
+    out = {}
+    for k, v in weights.items():
+        tower = next((t for t in towers if k.startswith(t)), None)
+        m = OLD_KEY.match(k[len(tower):]) if tower else None
+        out[tower + ("stem." if m[1] in ("tok", "pos") else "body.") + k[len(tower):] if m else k] = v
+    return out
+
+
+def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
+    "Convert the checkpoint at `path` (and rename it when it is named after its run); record its old -> new key in `keys`."
+    try:
+        payload = read_verified(path, "checkpoint")
+        ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
+    except Exception as e: return log(f"{path}: cannot be read ({type(e).__name__}: {str(e)[:200]}); left as it was")
+    if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()): return log(f"{path}: not a checkpoint of a run, skipped")
+    try: config = new_config(ck["config"])
+    except ValueError as e: return log(f"{path}: {e}; left as it was")
+    cfg = RunConfig(**config)
+    old, new = old_model_key(cfg), cfg.model_key()
+    keys[old] = new
+    named = RUN_KEY.match(path.stem)
+    target = path.with_name(f"{cfg.run_name()}.pt") if named and named[2] in (old, new) else path
+    model, best = new_weights(cfg, ck["model"]), new_weights(cfg, ck.get("best_model"))
+    if payload is not None and config == ck["config"] and model.keys() == ck["model"].keys() and target == path:
+        return log(f"{path}: up to date")
+    if target != path and target.exists(): return log(f"{path}: {target.name} exists already; left as it was")
+    buf = io.BytesIO(); torch.save({**ck, "config": config, "model": model, "best_model": best}, buf)
+    aside = set_aside(path)
+    write_verified(target, buf.getvalue(), "checkpoint")          # what save_checkpoint writes: the digest header, then the payload
+    load_model(target, "cpu")                                     # reads back as this version reads it
+    log(f"{path}: converted to {target.name} (key {old} -> {new}); the old file is kept as {aside.name}")
+
+
+def rekey(value: str, column: str, keys: dict[str, str]) -> str | None:
+    "`value` of a key column re-keyed, itself when it holds no run key, None when its key is not in `keys`."
+    if column == "model_key": return keys.get(value, value if value in keys.values() else None)
+    m = RUN_KEY.match(value)
+    if not m: return value
+    return m[1] + keys[m[2]] if m[2] in keys else value if m[2] in keys.values() else None
+
+
+def convert_table(path: Path, keys: dict[str, str], log) -> None:
+    "Add the columns an older table lacks, re-key its runs through `keys`, and rewrite it (the old file kept aside)."
+    defaults = OLD_DEFAULTS[path.name]
+    with open(path, newline="", encoding="utf-8") as f: lines = list(csv.reader(f))
+    if not lines: return log(f"{path}: empty, skipped")
+    header, rows = lines[0], [r for r in lines[1:] if r]
+    columns = list(TABLES[path.name].columns)
+    added = [c for c in columns if c not in header]
+    if unknown := [c for c in added if c not in defaults]:
+        return log(f"{path}: lacks {', '.join(unknown)}, which no older version left out; left as it was")
+    out = [dict(zip(header, r)) | {c: defaults[c] for c in added} for r in rows]
+    column = "model_key" if path.name == COVERAGE_RESULTS.file else "run"
+    unkeyed, changed = [], 0
+    for n, row in enumerate(out, 2):
+        new = rekey(row[column], column, keys)
+        if new is None: unkeyed.append(f"line {n} ({row[column]})")
+        elif new != row[column]: row[column], changed = new, changed + 1
+    if not added and not changed:
+        return log(f"{path}: up to date" + (f"; {len(unkeyed)} row(s) whose key no checkpoint here has: {', '.join(unkeyed[:5])}" if unkeyed else ""))
+    text = io.StringIO()
+    w = csv.DictWriter(text, fieldnames=columns + [c for c in header if c not in columns], lineterminator="\n")
+    w.writeheader(); w.writerows(out)
+    aside = set_aside(path)
+    with atomic_file(path) as f: f.write(text.getvalue().encode())
+    log(f"{path}: added {', '.join(added) or 'no columns'}; re-keyed {changed} row(s); the old file is kept as {aside.name}")
+    if unkeyed:
+        log(f"{path}: {len(unkeyed)} row(s) not re-keyed, no checkpoint under {path.parent} has their key: {', '.join(unkeyed[:5])}"
+            + (" ..." if len(unkeyed) > 5 else "") + " (left as they were: such runs are trained anew)")
+
+
+def convert(paths: list[str | Path], log=print) -> dict[str, str]:
+    "Convert every checkpoint, then every results table, under `paths`; the old -> new model keys of the checkpoints."
+    keys: dict[str, str] = {}
+    found = lambda p, pattern: sorted(f for f in p.rglob(pattern) if f.is_file() and not is_set_aside(f))
+    for p in map(Path, paths):
+        if not p.exists(): raise FileNotFoundError(f"{p} does not exist: pass an output folder, a results table or a checkpoint")
+        root = p if p.is_dir() else p.parent
+        if p.is_dir() or p.suffix == ".pt" or p.name in TABLES:
+            for ck in ([p] if p.suffix == ".pt" else found(root, "*.pt")): convert_checkpoint(ck, keys, log)
+        else: raise ValueError(f"{p} is neither a folder, a checkpoint (*.pt) nor a results table ({', '.join(TABLES)})")
+        for table in ([p] if p.name in TABLES else [] if p.suffix == ".pt" else [f for n in TABLES for f in found(root, n)]):
+            convert_table(table, keys, log)
+    return keys
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("paths", nargs="+", metavar="PATH", help="an output folder, a results table or a checkpoint")
+    convert(p.parse_args().paths)
