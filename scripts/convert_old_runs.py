@@ -33,7 +33,8 @@ from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.models import input_kind, Tower
 from binding_nb.pixels import PixelConfig
-from binding_nb.train import load_model, new_model, RunConfig
+from binding_nb.checkpoints import load_model
+from binding_nb.train import new_model, RunConfig
 from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, set_aside, write_verified
 
 # ---- what older versions wrote (this file is the only place that knows it) ----

@@ -10,7 +10,8 @@ from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE
 from binding_nb.loop import TrainState
-from binding_nb.train import build_model, load_model, make_optimizer, read_checkpoint, RunConfig, save_checkpoint, train_run
+from binding_nb.checkpoints import load_model, read_checkpoint, save_checkpoint, train_run
+from binding_nb.train import build_model, make_optimizer, RunConfig
 from binding_nb.utils import make_generator, write_verified
 
 torch.set_num_threads(1)
@@ -80,8 +81,8 @@ def test_an_old_checkpoint_is_refused_then_converted_loads_and_resumes(tmp_path)
 def test_the_refusal_of_an_old_checkpoint_says_how_to_convert(tmp_path):
     path = tmp_path / "run.pt"
     train_run(CFG, path, stop_after=10, progress=False)
-    _make_old(path, path)
-    with pytest.raises(ValueError, match="python scripts/convert_old_runs.py"): read_checkpoint(path)
+    _make_old(path, old := tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="python scripts/convert_old_runs.py"): read_checkpoint(old)
 
 
 def _write(path: Path, header: list[str], rows: list[list]) -> None:
