@@ -9,11 +9,8 @@ import contextlib
 import importlib
 import json
 import logging
-import os
 import re
-import threading
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -27,12 +24,14 @@ with warnings.catch_warnings():   # transformers and sentence-transformers impor
     warnings.filterwarnings("ignore", message="IProgress not found")
     importlib.import_module("tqdm.auto")
 
-from .utils import UnknowableCallable, WEIGHT_SUFFIXES, safe_reason, callable_identity, file_signature, fingerprint, resolve_device
+from .utils import UnknowableCallable, safe_reason, callable_identity, file_signature, fingerprint, resolve_device
+from .weights import (hub_offline, looks_like_path, _check_weights_file, _check_weights_folder, _existing, _is_local, _load_failure,
+                      _pretrained_choice, _read_config, _weights_error)
 
 # %% auto #0
-__all__ = ['ENCODER_PREFIXES', 'ImagePreprocess', 'Encoder', 'as_encoder', 'hub_offline', 'WeightsUnavailableError',
-           'looks_like_path', 'build_seeded', 'quiet_loading', 'load_openclip', 'preprocess_from_processor',
-           'pool_tokens', 'load_hf', 'packaged_minilm', 'load_st', 'load_encoder', 'check_weights']
+__all__ = ['ENCODER_PREFIXES', 'ImagePreprocess', 'Encoder', 'as_encoder', 'build_seeded', 'quiet_loading', 'load_openclip',
+           'preprocess_from_processor', 'pool_tokens', 'load_hf', 'packaged_minilm', 'load_st', 'load_encoder',
+           'check_weights']
 
 # %% ../nbs/02_encoders.ipynb #ef188756
 @dataclass(frozen=True)
@@ -140,118 +139,6 @@ def as_encoder(fn: Callable[[list], Any] | Encoder,  # a function items -> [n, d
     qualname = getattr(fn, "__qualname__", name)
     return Encoder(name=name, modality=modality, weights=weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}", preprocess="callable",
                    dim=None, prepare=lambda items: items, forward=fn, identify=None if weights else identify)
-
-# %% ../nbs/02_encoders.ipynb #b1a97670
-def _env_flag(var: str) -> bool: return os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
-
-_PROBE: dict[str, bool] = {}
-
-def _url_reachable(url: str, timeout: float = 2.0) -> bool:
-    "Whether an HTTPS request to `url` gets any HTTP answer (TLS verified) within `timeout` s; cached per process."
-    if url in _PROBE: return _PROBE[url]
-    import urllib.error, urllib.request
-    result = []
-    def probe():
-        try: urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout); result.append(True)
-        except urllib.error.HTTPError: result.append(True)   # the server answered, even if with an error status
-        except Exception: result.append(False)               # DNS failure, refused, TLS mismatch (a proxy), timeout
-    t = threading.Thread(target=probe, daemon=True); t.start(); t.join(timeout + 0.5)
-    _PROBE[url] = bool(result and result[0])
-    return _PROBE[url]
-
-def hub_offline() -> bool:
-    "True when `HF_HUB_OFFLINE`/`TRANSFORMERS_OFFLINE` is set or the hub (`HF_ENDPOINT`) does not answer HTTPS within 2 s."
-    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"): return True
-    return not _url_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/"))
-
-# %% ../nbs/02_encoders.ipynb #bf7df2ec
-class WeightsUnavailableError(FileNotFoundError):
-    "Pretrained weights were asked for but are neither on disk nor downloadable."
-
-def _weights_error(name: str, example: str, detail: str = "") -> WeightsUnavailableError:
-    why = ("the machine is offline (HF_HUB_OFFLINE is set or the hub is unreachable) and the weights are not in the local cache"
-           if hub_offline() else "the weights could not be found or downloaded")
-    return WeightsUnavailableError(
-        f"cannot load pretrained weights for {name!r}: {why}. Pass local weights instead, e.g. {example}, "
-        f"or pretrained=None for the random-init twin." + (f" ({detail})" if detail else ""))
-
-# %% ../nbs/02_encoders.ipynb #a9b40eed
-def looks_like_path(s: str) -> bool:
-    "Whether a string is meant as a filesystem path (has a separator, starts with '~' or '.', or has a weights suffix)."
-    return os.sep in s or "/" in s or s.startswith(("~", ".")) or s.endswith(WEIGHT_SUFFIXES)
-
-# %% ../nbs/02_encoders.ipynb #47f69e36
-_SAFETENSORS_MAX_HEADER = 100_000_000   # the header size limit safetensors itself enforces
-
-def _pretrained_choice(pretrained) -> bool | str | None:
-    "`pretrained` as None (random init: None or False), True (the published weights: True or 'default') or a non-empty string (a tag or a path)."
-    if pretrained is None or pretrained is False: return None
-    if pretrained is True or pretrained == "default": return True
-    if isinstance(pretrained, os.PathLike): return os.fspath(pretrained)
-    if isinstance(pretrained, str) and pretrained.strip(): return pretrained
-    raise ValueError(f"pretrained must be None or False (random init), True or 'default' (the published weights), a tag or a local "
-                     f"path; got {pretrained!r}")
-
-def _is_local(ident: str) -> bool:
-    "Whether an hf:/st: model name is a local folder rather than a hub id: it exists, or starts with '/', '~' or '.'."
-    return ident.startswith(("/", "~", ".")) or Path(ident).expanduser().exists()
-
-def _existing(path: str | os.PathLike, name: str, want: str, advice: str) -> Path:
-    "`path`, absolute, once it exists and is a `want` ('file' or 'folder'); else an error naming it, `name` and `advice`."
-    p = Path(path).expanduser().absolute()
-    if not p.exists(): raise FileNotFoundError(f"{p} (weights for {name}) does not exist; {advice}")
-    if want == "file" and p.is_dir():
-        raise ValueError(f"{p} is a folder, but {name} wants one checkpoint file (.safetensors, .pt, .bin); {advice}")
-    if want == "folder" and not p.is_dir():
-        raise ValueError(f"{p} is a file, but {name.split(':')[0]}: wants a folder holding config.json and the weights; {advice}")
-    return p
-
-def _weights_file_problem(path: Path) -> str:
-    "Why the weights file `path` cannot be whole, judged from its first bytes and its length ('' when it looks whole); no tensor is read."
-    size = path.stat().st_size
-    if size == 0: return "the file is empty"
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if path.suffix == ".safetensors":
-            n = int.from_bytes(head, "little") if len(head) == 8 else 0
-            if not 0 < n <= min(size - 8, _SAFETENSORS_MAX_HEADER): return "its safetensors header length is unreadable"
-            try:
-                header = json.loads(f.read(n))
-                end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError): return "its safetensors header is unreadable"
-            return "" if 8 + n + end == size else f"its safetensors header describes {8 + n + end} bytes, the file has {size}"
-    if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as z: names = z.namelist()
-        except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({safe_reason(e)})"
-        return "" if any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
-    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5: return ""     # a pickle: torch.save's legacy format
-    return "it is neither a zip archive (torch.save) nor a pickle (torch.save's legacy format)"
-
-def _check_weights_file(path: Path, name: str, advice: str) -> None:
-    "Raise a ValueError naming `path` when `_weights_file_problem` finds it damaged."
-    why = _weights_file_problem(path)
-    if why: raise ValueError(f"{path} (weights for {name}) is damaged or of the wrong kind: {why}; {advice}")
-
-def _check_weights_folder(folders: Sequence[Path], name: str, advice: str) -> None:
-    "Every weights file directly in `folders` looks whole, and there is at least one (else `WeightsUnavailableError`)."
-    files = sorted(f for d in folders if d.is_dir() for f in d.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
-    if not files:
-        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file ({', '.join(WEIGHT_SUFFIXES)}); {advice}")
-    for f in files: _check_weights_file(f, name, advice)
-
-def _read_config(folder: Path, name: str, advice: str, missing: str = "has no config.json") -> dict:
-    "The JSON object in `folder/config.json`; a ValueError naming the folder when it is missing or unreadable."
-    path = folder / "config.json"
-    if not path.is_file(): raise ValueError(f"{folder} (weights for {name}) {missing}; {advice}")
-    try: cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: {safe_reason(e)}; {advice}") from None
-    if not isinstance(cfg, dict): raise ValueError(f"{path} (for {name}) is damaged: it holds no JSON object; {advice}")
-    return cfg
-
-def _load_failure(path: Path, name: str, e: BaseException, advice: str) -> ValueError:
-    "The error for a local checkpoint that looked whole but did not load: damaged inside, or not weights for this model."
-    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind ({safe_reason(e)}); {advice}")
 
 # %% ../nbs/02_encoders.ipynb #6d9f7d51
 def build_seeded(seed: int, build: Callable[[], Any]) -> Any:

@@ -17,11 +17,12 @@ import pandas as pd
 
 from . import datasets as D
 from .cache import check_cache_dir, embed
-from .encoders import ENCODER_PREFIXES, WeightsUnavailableError, check_weights, load_encoder
+from .encoders import ENCODER_PREFIXES, check_weights, load_encoder
 from .geometry.report import GeometryReport, geometry_report, report_settings
 from .geometry.table import dataset_labels
 from .scenes import scene_sizes
 from .utils import atomic_file, resolve_device, seeded_subset, whole_number, writable_folder
+from .weights import WeightsUnavailableError
 
 # %% auto #0
 __all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs',

@@ -15,7 +15,9 @@ from PIL import Image
 
 from binding_nb import encoders as E
 from binding_nb.cache import embed
-from binding_nb.encoders import Encoder, ImagePreprocess, WeightsUnavailableError, as_encoder, load_encoder
+from binding_nb import weights as W
+from binding_nb.encoders import Encoder, ImagePreprocess, as_encoder, load_encoder
+from binding_nb.weights import WeightsUnavailableError
 from conftest import CAPTIONS, Counting, random_images
 
 # --- routing -------------------------------------------------------------------------------------------------------
@@ -131,7 +133,7 @@ def test_unreachable_hub_without_offline_flag_fails_fast(monkeypatch, name):
     "No HF_HUB_OFFLINE, but the hub host is a blackhole: the 2 s probe decides we are offline."
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"): monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://10.255.255.1")  # no valid HTTPS answer: a hang (cut at 2 s) or a TLS error
-    monkeypatch.setattr(E, "_PROBE", {})
+    monkeypatch.setattr(W, "_PROBE", {})
     t0 = time.perf_counter()
     with pytest.raises(WeightsUnavailableError, match="offline"):
         load_encoder(name, device="cpu")
