@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .scenes import ConceptSpace
-from .scenes import scene_sizes
+from .scenes import ConceptSpace, scene_sizes
 from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes, vocab
 from .utils import whole_number
 
