@@ -108,7 +108,7 @@ def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
 
 COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
-    columns=(*RESULT_COLUMNS, *SPLIT_METRICS),               # a run's row (App. B.4), then its test split by seen swaps
+    columns=RESULT_COLUMNS,                                   # a run's row (App. B.4)
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
     counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
     checks=_coverage_checks,
@@ -168,8 +168,8 @@ def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
     def ci(x):
         x = x.dropna()
         return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
-    status = results["status"] if "status" in results else pd.Series("ok", index=results.index)
-    g = results[status == "ok"].groupby(keys)[METRICS + [m for m in SPLIT_METRICS if m in results]]
+    status = results.status
+    g = results[status == "ok"].groupby(keys)[METRICS + SPLIT_METRICS]
     out = g.mean().join(g.agg(ci).add_suffix("_ci95")).join(g.size().rename("n_seeds"))
     out = out.join(results[status == "diverged"].groupby(keys).size().rename("n_diverged"), how="outer")
     return out.fillna({"n_seeds": 0, "n_diverged": 0}).astype({"n_seeds": int, "n_diverged": int}).reset_index()

@@ -25,9 +25,9 @@ from .utils import fingerprint, make_generator, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'METRICS', 'SPLIT_METRICS',
-           'RESULT_COLUMNS', 'RunConfig', 'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData',
-           'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model', 'build_model',
-           'make_optimizer', 'concept_weight_at', 'result_row', 'diverged_row', 'setup_run']
+           'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig', 'check_config', 'with_recipe', 'gpu_scale',
+           'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown',
+           'new_model', 'build_model', 'make_optimizer', 'concept_weight_at', 'result_row', 'diverged_row', 'setup_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -284,15 +284,16 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]        # a run's held-out test (`evaluate`)
 SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]     # ... split by seen swaps (`swap_breakdown`)
 RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step", "val_object_acc",
-                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status")
+                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS)
+OPTIONAL_RESULTS = tuple(SPLIT_METRICS)                  # measured where the run can: nan in a row without them
 
 def _results_row(cfg: RunConfig, **values) -> dict:
-    "The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order, then `SPLIT_METRICS` (nan where not measured)."
+    "The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS` not given)."
     row = dict(C=cfg.C, V=cfg.V, n_objects=cfg.space.n_objects, coverage=cfg.coverage, seed=cfg.seed, steps=cfg.steps,
                model_key=cfg.model_key()) | values
-    if missing := [c for c in RESULT_COLUMNS if c not in row]: raise ValueError(f"a run's row lacks the columns {missing}")
-    if unknown := sorted(set(row) - set(RESULT_COLUMNS) - set(SPLIT_METRICS)): raise ValueError(f"a run's row has no columns {unknown}")
-    return {c: row[c] for c in RESULT_COLUMNS} | {m: row.get(m, float("nan")) for m in SPLIT_METRICS}
+    if missing := [c for c in RESULT_COLUMNS if c not in row and c not in OPTIONAL_RESULTS]: raise ValueError(f"a run's row lacks the columns {missing}")
+    if unknown := sorted(set(row) - set(RESULT_COLUMNS)): raise ValueError(f"a run's row has no columns {unknown}")
+    return {c: row.get(c, float("nan")) for c in RESULT_COLUMNS}
 
 def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, device: torch.device) -> dict:
     "The results-table row of a finished run."
