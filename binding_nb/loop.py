@@ -83,8 +83,9 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         loss_fn: Callable,                       # (model, batch) -> (loss, dict of detached tensors to log)
         steps: int, validate: Callable[[], dict], eval_every: int, save: Callable[[], None], ckpt_every: int,
         stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
-        log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score) -> bool:
-    "Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared progress bar; `score_fn`: what selects the weights kept."
+        log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
+        monitor: Callable[[], dict] | None = None) -> bool:
+    "Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, never used to select."
     own = bar is None
     if own: bar = tqdm(total=steps, initial=state.step, desc=desc, disable=not progress, leave=False)
     t0 = time.perf_counter()
@@ -101,7 +102,7 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
             bar.set_postfix(loss=f"{value:.3f}", refresh=False)
         if due_eval:
             state.train_seconds += time.perf_counter() - t0
-            keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()})
+            keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()}, **(monitor() if monitor else {}))
             t0 = time.perf_counter()
         if due_ckpt:
             state.train_seconds += time.perf_counter() - t0; save(); t0 = time.perf_counter()

@@ -43,6 +43,7 @@ class ResultsTable:
     counts: tuple[str, ...] = ()               # whole-number columns
     checks: Callable[[pd.DataFrame], dict[str, pd.Series]] | None = None   # more {reason: mask of bad rows}
     advice: str = "pass the table's file"      # what to pass instead of a folder
+    optional: tuple[str, ...] = ()             # measurements a row may lack: a table written without them reads them as empty
 
     def path(self, output_dir: str | os.PathLike) -> Path:
         "The table's file inside `output_dir`."
@@ -117,7 +118,7 @@ class ResultsTable:
         rows = {n: r for n, r in enumerate(lines[1:], 2) if r}
         bad = {n: f"{len(r)} fields instead of {len(header)}" for n, r in rows.items() if len(r) != len(header)}
         if rows and not content.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")   # its last field may be cut
-        missing = [c for c in columns if c not in header]
+        missing = [c for c in columns if c not in header and c not in self.optional]
         if missing and lines and "\n" in content:      # a whole header line without standard columns: a table of an older version
             raise ValueError(f"{path} lacks the columns {', '.join(missing)}: an older version of binding_nb wrote it; it was left "
                              f"untouched: {CONVERT_ADVICE.format(path=path)}")
