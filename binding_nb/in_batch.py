@@ -52,8 +52,10 @@ def padded_lists(mask: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/B6_in_batch.ipynb #b600000c
 def random_attribute_swaps(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator,
-                           swaps_per_scene: int = 1) -> torch.Tensor:  # [n, swaps_per_scene] object ids, -1 where none
+                           swaps_per_scene: int = 1, check: bool = True,  # False: scenes known to be valid (no host sync)
+                           ) -> torch.Tensor:  # [n, swaps_per_scene] object ids, -1 where none
     "Per scene, `swaps_per_scene` objects: slot `i1` with concept `c` taken from slot `i2 != i1` (random); -1 for 1-object scenes."
+    if check: scenes = torch.as_tensor(check_scenes(space, scenes))
     n, m, C = scenes.shape
     r, dev = whole_number(swaps_per_scene, "swaps_per_scene", low=0), scenes.device
     size = scene_sizes(scenes)[:, None]                                                        # [n, 1]
@@ -68,7 +70,7 @@ def random_attribute_swaps(space: ConceptSpace, scenes: torch.Tensor, generator:
 def _object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene) -> torch.Tensor:
     "Each batch's object candidates `[n_batches, K]`."
     present = random_cap(batch_masks(space.object_ids(scenes), space.n_objects, batch_size), max_candidates, generator)
-    swaps = batch_masks(random_attribute_swaps(space, scenes, generator, swaps_per_scene), space.n_objects, batch_size)
+    swaps = batch_masks(random_attribute_swaps(space, scenes, generator, swaps_per_scene, check=False), space.n_objects, batch_size)
     return padded_lists(present | swaps)
 
 def _per_scene(lists: torch.Tensor, n: int, batch_size: int) -> torch.Tensor:
@@ -173,5 +175,6 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
         cand = _per_scene(lists, n, batch_size)
         correct, active = in_batch_correct(_batch_scores(scene_emb, emb, lists, batch_size), positive(space, scenes, cand), cand >= 0)
         out[f"{kind}_acc_in_batch"] = in_batch_accuracy(correct, active, batch_size)
+    # the baseline on the object candidates (`cand`, `active` of the last pass)
     out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag_of_concepts_in_batch(space, scenes, cand), active, batch_size)
     return out
