@@ -20,8 +20,8 @@ from .utils import make_generator, numpy_or_torch, resolve_device, whole_number
 __all__ = ['Array', 'as_int_array', 'check_range', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scenes',
            'CoverageSplit', 'coverage_split', 'attribute_swap_negatives', 'perturbation_negatives', 'hard_negatives',
            'ranking_correct', 'membership', 'present_value_mask', 'present_object_mask', 'concept_recognition',
-           'object_recognition', 'object_recognition_among', 'concept_recognition_among', 'consistent_object_sets',
-           'bag_of_concepts_accuracy']
+           'object_recognition', 'object_recognition_among', 'concept_recognition_among', 'consistent_sets',
+           'consistent_object_sets', 'bag_of_concepts_accuracy']
 
 # %% ../nbs/00_scenes.ipynb #c99d051c
 Array = np.ndarray | torch.Tensor
@@ -413,24 +413,33 @@ def concept_recognition_among(scores: Array, scenes: Array, space: ConceptSpace,
     return _among(scores, scenes, space, candidates, "concept")
 
 # %% ../nbs/00_scenes.ipynb #305b1018
+def consistent_sets(space: ConceptSpace, scenes: torch.Tensor, max_candidates: int = 100_000) -> tuple[torch.Tensor, torch.Tensor]:
+    "Object multisets `[n, G, m]` (sorted ids) with each scene's bag of concept values, and `[n, G]` bool: first occurrence of each distinct one. Scenes of one size `m`."
+    scenes = torch.as_tensor(scenes)
+    sizes, C = (scenes[..., 0] >= 0).sum(-1), space.n_concepts
+    m = int(sizes[0]) if len(scenes) else 1
+    if bool((sizes != m).any()): raise ValueError(f"consistent_sets needs scenes of one size, got sizes {sizes.unique().tolist()}; pass one size at a time")
+    perms = torch.tensor(list(itertools.permutations(range(m))), device=scenes.device)               # [m!, m]
+    if len(perms) ** (C - 1) > max_candidates:
+        raise ValueError(f"{m}-object scenes with C={C} have {len(perms)}**{C - 1} value assignments; lower max_objects")
+    choice = torch.tensor(list(itertools.product(range(len(perms)), repeat=C - 1)), device=scenes.device).reshape(-1, C - 1)
+    slot = torch.cat([perms[:1].expand(len(choice), m)[..., None], perms[choice].transpose(1, 2)], -1)  # [G, m, C]
+    cand = scenes[:, :m][:, slot, torch.arange(C, device=scenes.device)]                              # [n, G, m, C]
+    sets = space.object_ids(cand).sort(-1).values                                                     # canonical multisets
+    same = (sets[:, :, None] == sets[:, None]).all(-1)                                                # [n, G, G]
+    earlier = torch.ones(same.shape[1:], dtype=torch.bool, device=scenes.device).tril(-1)
+    return sets, ~(same & earlier).any(-1)
+
 def consistent_object_sets(space: ConceptSpace, scenes: torch.Tensor, max_candidates: int = 100_000) -> torch.Tensor:
     "`[n]` number of distinct object multisets of each scene's size whose bag of concept values equals the scene's."
     scenes = torch.as_tensor(scenes)
-    sizes, C = (scenes[..., 0] >= 0).sum(-1), space.n_concepts
+    sizes = (scenes[..., 0] >= 0).sum(-1)
     count = torch.ones(len(scenes), dtype=torch.long, device=scenes.device)
     for m in sizes.unique().tolist():
-        perms = torch.tensor(list(itertools.permutations(range(m))), device=scenes.device)           # [m!, m]
-        if len(perms) ** (C - 1) > max_candidates:
-            raise ValueError(f"{m}-object scenes with C={C} have {len(perms)}**{C - 1} value assignments; lower max_objects")
-        choice = torch.tensor(list(itertools.product(range(len(perms)), repeat=C - 1)), device=scenes.device).reshape(-1, C - 1)
-        slot = torch.cat([perms[:1].expand(len(choice), m)[..., None], perms[choice].transpose(1, 2)], -1)  # [G, m, C]
         rows = (sizes == m).nonzero()[:, 0]
-        cand = scenes[rows][:, slot, torch.arange(C, device=scenes.device)]                           # [n, G, m, C]
-        sets = space.object_ids(cand).sort(-1).values                                                 # canonical multisets
-        same = (sets[:, :, None] == sets[:, None]).all(-1)                                            # [n, G, G]
-        earlier = torch.ones(same.shape[1:], dtype=torch.bool, device=scenes.device).tril(-1)
-        count[rows] = (~(same & earlier).any(-1)).sum(-1)
+        count[rows] = consistent_sets(space, scenes[rows], max_candidates)[1].sum(-1)
     return count
+
 
 # %% ../nbs/00_scenes.ipynb #f73ead81
 def bag_of_concepts_accuracy(space: ConceptSpace, scenes: torch.Tensor) -> float:
