@@ -144,12 +144,14 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)
+    test_in_batch = lambda: evaluate(model, data.space, data.test_scenes, cfg.max_objects, hard=False, seed=cfg.seed, in_batch=True)
+    monitor = lambda: dict(test_object_acc_in_batch=test_in_batch()["object_acc_in_batch"])   # the authors' selection, recorded only
     save = lambda: path is not None and save_checkpoint(path, cfg, model, opt, sched, g, state)
     amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
     if not fit(model, opt, sched, state, next_batch, loss_fn, cfg.steps, validate, cfg.eval_every, save, cfg.ckpt_every,
-               stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=amp):
+               stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=amp, monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
     test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed, progress=progress and bar is None,
-                    seen=data.allowed)
+                    seen=data.allowed, in_batch=True)
     return result_row(cfg, data, state, test, dev)

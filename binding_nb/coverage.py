@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from .loop import TrainingDiverged
 from .checkpoints import check_checkpoint_path, run_checkpoint, train_run
-from .train import check_config, diverged_row, evaluate, METRICS, RESULT_COLUMNS, RunConfig, SPLIT_METRICS
+from .train import check_config, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, RunConfig, SPLIT_METRICS
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 
@@ -110,7 +110,7 @@ COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
     columns=RESULT_COLUMNS,                                   # a run's row (App. B.4)
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
-    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"),
+    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"), optional=OPTIONAL_RESULTS,
     checks=_coverage_checks,
     advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the folder to run_sweep)")
 
@@ -169,7 +169,7 @@ def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
         x = x.dropna()
         return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
     status = results.status
-    g = results[status == "ok"].groupby(keys)[METRICS + SPLIT_METRICS]
+    g = results[status == "ok"].groupby(keys)[METRICS + [m for m in OPTIONAL_RESULTS if m != "test_selected_step"]]
     out = g.mean().join(g.agg(ci).add_suffix("_ci95")).join(g.size().rename("n_seeds"))
     out = out.join(results[status == "diverged"].groupby(keys).size().rename("n_diverged"), how="outer")
     return out.fillna({"n_seeds": 0, "n_diverged": 0}).astype({"n_seeds": int, "n_diverged": int}).reset_index()
@@ -177,19 +177,22 @@ def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
 # %% ../nbs/05_coverage.ipynb #bb33e680
 def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig6_coverage",
                   labels: dict[str, str] | None = None):
-    "Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the bag-of-concepts baseline; `labels`: a name per model_key."
+    "Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the bag-of-concepts baseline, exhaustive and (lighter, where measured) in-batch; `labels`: a name per model_key."
     order = {key: i for i, key in enumerate(labels or {})}                  # panels in the order of `labels`, then by key
     panels = sorted(summary.groupby(["C", "V", "model_key"]), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order)), kv[0][2]))
     several = summary.groupby(["C", "V"]).model_key.nunique().max() > 1      # name the setting only when it tells panels apart
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
-    styles = dict(concept_acc=("concept recognition", "C0", "-o"), object_acc=("object recognition", "C3", "-o"),
-                  object_acc_hard=("object rec. (hard negatives)", "C1", ":s"),
-                  bag_of_concepts_acc=("bag-of-concepts baseline", "0.4", "--"))
+    styles = dict(concept_acc=("concept recognition (exhaustive)", "C0", "-o", 1.0), object_acc=("object recognition (exhaustive)", "C3", "-o", 1.0),
+                  object_acc_hard=("object rec. (hard negatives)", "C1", ":s", 1.0),
+                  bag_of_concepts_acc=("bag of concepts (exhaustive)", "0.4", "--", 1.0),
+                  object_acc_in_batch=("object rec. (in-batch, the paper's)", "C3", "-^", 0.4),
+                  bag_of_concepts_acc_in_batch=("bag of concepts (in-batch)", "0.4", ":", 0.5))
     for ax, ((C, V, key), df) in zip(axes[0], panels):
-        for col, (label, color, fmt) in styles.items():
-            ax.plot(df.coverage, df[col], fmt, color=color, label=label, ms=4)
+        for col, (label, color, fmt, alpha) in styles.items():
+            if df[col].isna().all(): continue                                  # in-batch: not measured in older tables
+            ax.plot(df.coverage, df[col], fmt, color=color, label=label, ms=4, alpha=alpha)
             if df[f"{col}_ci95"].notna().any():
-                ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color, alpha=0.2)
+                ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color, alpha=0.2 * alpha)
         ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several or labels else ""), xlabel="coverage (fraction of objects in training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")

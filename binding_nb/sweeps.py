@@ -25,7 +25,7 @@ from .utils import name_list, number_in, whole_number, writable_folder
 # %% auto #0
 __all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell',
            'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data', 'SweepPlan', 'plan_sweep',
-           'fit_sweep', 'select_on_validation', 'setting_labels']
+           'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
 
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
@@ -262,3 +262,9 @@ def setting_labels(rows: pd.DataFrame) -> list[str]:
     "Each row's setting as `Cell.label` writes it, with ' (memorises)' where the fit could memorise its objects."
     cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)))
     return [cell(r).label() + (" (memorises)" if r.regime == "memorises" else "") for r in rows.itertuples()]
+
+# %% ../nbs/04b_sweeps.ipynb #4b5e0a02
+def best_on_test(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed")) -> pd.DataFrame:
+    "The paper's selection, for comparison only: per group of `by`, the best held-out concept and object recognition over every setting (`*_test_max`, each its own maximum; optimistic)."
+    ok = results[results.status == "ok"] if len(results) else results
+    return ok.groupby(list(by))[["concept_acc", "object_acc"]].max().add_suffix("_test_max").reset_index()

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .in_batch import in_batch_recognition
 from .loop import add_slow_gradients, TrainingDiverged, TrainState, warmup_linear_decay
 from .models import DualEncoder, input_kind, ModelConfig
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
@@ -25,9 +26,10 @@ from .utils import fingerprint, make_generator, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'METRICS', 'SPLIT_METRICS',
-           'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig', 'check_config', 'with_recipe', 'gpu_scale',
-           'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown',
-           'new_model', 'build_model', 'make_optimizer', 'concept_weight_at', 'result_row', 'diverged_row', 'setup_run']
+           'IN_BATCH_METRICS', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig', 'check_config',
+           'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'recognition',
+           'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer', 'concept_weight_at',
+           'test_selected', 'result_row', 'diverged_row', 'setup_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -216,26 +218,29 @@ def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.
 # %% ../nbs/B4_training.ipynb #ca1b2d01
 @torch.inference_mode()
 def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_objects: int, hard: bool = True,
-             seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None) -> dict:
-    "Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard negatives)."
+             seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None, in_batch: bool = False) -> dict:
+    "Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6)."
     nan = float("nan")
-    if len(scenes) == 0: return dict(concept_acc=nan, object_acc=nan, object_acc_hard=nan, bag_of_concepts_acc=nan)
+    if len(scenes) == 0:
+        return dict.fromkeys(["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
+                             + (["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"] if in_batch else []), nan)
     if int(scene_sizes(scenes).max()) > max_objects:
         raise ValueError(f"a scene has {int(scene_sizes(scenes).max())} objects but the model reads at most max_objects="
                          f"{max_objects}; evaluate scenes of at most {max_objects} objects")
     values, objects = embed_all_queries(model, space)
     g = make_generator(seed, scenes.device)
-    concept_ok, object_ok, hard_ok = [], [], []
+    concept_ok, object_ok, hard_ok, embedded = [], [], [], []
     for part in tqdm(scenes.split(chunk), desc="evaluating", disable=not progress, leave=False):
         s = model.embed_scenes(part)
         concept, obj = recognition(s, part, values, objects, space)
-        concept_ok.append(concept); object_ok.append(obj)
+        concept_ok.append(concept); object_ok.append(obj); embedded.append(s)
         if hard:
             cand = torch.cat([space.object_ids(part), hard_negatives(space, part, g)], 1)
             hard_ok.append(object_recognition_among((s @ objects.T).gather(1, cand.clamp_min(0)), part, space, cand))
     mean = lambda oks: float(torch.cat(oks).float().mean()) if oks else nan
     out = dict(concept_acc=mean(concept_ok), object_acc=mean(object_ok), object_acc_hard=mean(hard_ok),
                bag_of_concepts_acc=bag_of_concepts_accuracy(space, scenes))
+    if in_batch: out |= in_batch_recognition(torch.cat(embedded), scenes, values, objects, space, make_generator(seed, scenes.device))
     return out if seen is None else {**out, **swap_breakdown(space, scenes, torch.cat(object_ok), seen)}
 
 # %% ../nbs/B4_training.ipynb #931276c2
@@ -283,9 +288,19 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
 # %% ../nbs/B4_training.ipynb #e81a42eb
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]        # a run's held-out test (`evaluate`)
 SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]     # ... split by seen swaps (`swap_breakdown`)
+IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]   # ... the authors' way (App. B.6)
+TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step"]   # optimistic: the step best on the test scenes
 RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step", "val_object_acc",
-                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS)
-OPTIONAL_RESULTS = tuple(SPLIT_METRICS)                  # measured where the run can: nan in a row without them
+                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS,
+                  *IN_BATCH_METRICS, *TEST_SELECTED)
+OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)   # measured where the run can: nan in a row without them
+
+def test_selected(state: TrainState) -> dict:
+    "The authors' selection: the best in-batch test object recognition over the validations, and its step (nan unless every validation has one)."
+    acc = [h.get("test_object_acc_in_batch", float("nan")) for h in state.history]
+    if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))
+    best = max(range(len(acc)), key=acc.__getitem__)
+    return dict(object_acc_in_batch_test_selected=acc[best], test_selected_step=state.history[best]["step"])
 
 def _results_row(cfg: RunConfig, **values) -> dict:
     "The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS` not given)."
@@ -298,7 +313,7 @@ def _results_row(cfg: RunConfig, **values) -> dict:
 def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, device: torch.device) -> dict:
     "The results-table row of a finished run."
     best = next(h for h in state.history if h["step"] == state.best_step)
-    return _results_row(cfg, **test, train_seconds=round(state.train_seconds, 2), best_step=state.best_step,
+    return _results_row(cfg, **test, **test_selected(state), train_seconds=round(state.train_seconds, 2), best_step=state.best_step,
                         val_object_acc=best["val_object_acc"], val_concept_acc=best["val_concept_acc"], n_fit=len(data.fit),
                         n_heldout=data.n_heldout, n_test_scenes=len(data.test_scenes), device=str(device), status="ok")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # the library of this clone, also when it is not installed
-from binding_nb.coverage import COVERAGE_RESULTS, SPLIT_METRICS
+from binding_nb.coverage import COVERAGE_RESULTS
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.models import input_kind, Tower
@@ -46,7 +46,7 @@ OLD_ADDED_LATER = ("ffn_width", "final_norm", "init", "logit_scale_init", "logit
                    "architecture", "share_embedding", "rank", "code", "v_mean", "concept_on_at", "schedule", "grokfast", "inputs")
 OLD_NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
 FIT_COLUMNS_ADDED = ("data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime")   # empty in older fit tables
-OLD_DEFAULTS = {COVERAGE_RESULTS.file: dict(status="ok", **dict.fromkeys(SPLIT_METRICS, "")),   # no status: every row had finished
+OLD_DEFAULTS = {COVERAGE_RESULTS.file: dict(status="ok"),   # no status: every row had finished
                 COMPLEXITY_RESULTS.file: dict.fromkeys(FIT_COLUMNS_ADDED, ""), LEARNED_RESULTS.file: dict.fromkeys(FIT_COLUMNS_ADDED, "")}
 TABLES = {t.file: t for t in (COVERAGE_RESULTS, COMPLEXITY_RESULTS, LEARNED_RESULTS)}
 RUN_KEY = re.compile(r"^(C\d+_V\d+_cov[^_]+_seed\d+_)([0-9a-f]{10})$")   # a run name: its key at the end
@@ -125,10 +125,10 @@ def convert_table(path: Path, keys: dict[str, str], log) -> None:
     if not lines: return log(f"{path}: empty, skipped")
     header, rows = lines[0], [r for r in lines[1:] if r]
     columns = list(TABLES[path.name].columns)
-    added = [c for c in columns if c not in header]
-    if unknown := [c for c in added if c not in defaults]:
+    added = [c for c in columns if c not in header]           # optional measurements (`ResultsTable.optional`) are written empty
+    if unknown := [c for c in added if c not in defaults and c not in TABLES[path.name].optional]:
         return log(f"{path}: lacks {', '.join(unknown)}, which no older version left out; left as it was")
-    out = [dict(zip(header, r)) | {c: defaults[c] for c in added} for r in rows]
+    out = [dict(zip(header, r)) | {c: defaults.get(c, "") for c in added} for r in rows]
     column = "model_key" if path.name == COVERAGE_RESULTS.file else "run"
     unkeyed, changed = [], 0
     for n, row in enumerate(out, 2):

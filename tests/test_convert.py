@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from binding_nb.coverage import COVERAGE_RESULTS, has_run, run_checkpoint, SPLIT_METRICS
+from binding_nb.train import OPTIONAL_RESULTS
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE
@@ -96,7 +97,7 @@ def test_tables_are_rekeyed_through_the_checkpoints_beside_them(tmp_path):
     train_run(CFG, ck, stop_after=10, progress=False)
     old_key = convert_old_runs.old_model_key(CFG)
     _make_old(ck, ck.with_name(f"C2_V5_cov0.8_seed0_{old_key}.pt"))
-    header = [c for c in COVERAGE_RESULTS.columns if c not in ("status", *SPLIT_METRICS)]
+    header = [c for c in COVERAGE_RESULTS.columns if c not in ("status", *OPTIONAL_RESULTS)]
     row = dict(C=2, V=5, n_objects=25, coverage=0.8, seed=0, concept_acc=0.123456789012345, object_acc=0.5, object_acc_hard=0.25,
                bag_of_concepts_acc=0.5, steps=40, train_seconds=1.5, best_step=40, val_object_acc=0.5, val_concept_acc=0.5, n_fit=18,
                n_heldout=5, n_test_scenes=128, model_key=old_key, device="cpu")
