@@ -277,18 +277,24 @@ def unprobed(rows: np.ndarray, probes: Probes) -> np.ndarray:
     return rest if len(rest) else np.asarray(rows)
 
 def score_approximator(app: Approximator, table: SceneTable, rows: np.ndarray, probes: Probes) -> dict:
-    "Held-out measures of `app` on the scenes `rows` the probes were not fitted on: the probes' concept and object recognition on its predictions, and its R^2."
+    "Held-out measures of `app` on the scenes `rows` the probes were not fitted on: the probes' concept and object recognition on its predictions (and in-batch, where the probes score it), and its R^2."
     rows = unprobed(rows, probes)
     pred = app.predict(table.values[rows])
     acc = probes.accuracy(pred, table.values[rows])
-    return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred))
+    return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred), **_in_batch(acc))
+
+def _in_batch(acc: dict) -> dict:
+    "The in-batch recognition among a probe's accuracies (App. B.6; a model's query probes score it), without the baseline."
+    return {k: x for k, x in acc.items() if k.endswith("_in_batch") and not k.startswith("bag")}
 
 def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
-    "What the scenes `rows` allow: the probes on the real embeddings of those they were not fitted on (the ceiling, on the scenes `score_approximator` reads), and the bag-of-concepts baseline."
+    "What the scenes `rows` allow: the probes on the real embeddings of those they were not fitted on (the ceiling, on the scenes `score_approximator` reads), and the bag-of-concepts baseline (in-batch too, where the probes score it)."
     rest = unprobed(rows, probes)
     acc = probes.accuracy(table.emb[rest], table.values[rest])
     return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
-                bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])))
+                bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])),
+                **{f"ceiling_{k}": x for k, x in _in_batch(acc).items()},
+                **({"bag_of_concepts_acc_in_batch": acc["bag_of_concepts_acc_in_batch"]} if "bag_of_concepts_acc_in_batch" in acc else {}))
 
 # %% ../nbs/04a_approximators.ipynb #c0a7e1d2
 def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> np.ndarray:

@@ -23,8 +23,9 @@ from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
 from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
-from .train import RunConfig, check_config, embed_all_queries, recognition
-from .utils import (file_signature, fingerprint, in_processes, is_set_aside, number_in, resolve_device, save_figure, verified_digest,
+from .in_batch import in_batch_recognition
+from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries, recognition
+from .utils import (file_signature, fingerprint, in_processes, is_set_aside, make_generator, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 
 # %% auto #0
@@ -44,15 +45,17 @@ class QueryProbes:
     train: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # the scenes they were fitted on: none
 
     def accuracy(self, x, values: np.ndarray, chunk: int = 8192) -> dict[str, float]:
-        "Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes `values[n, m, C]`."
-        if len(values) == 0: return dict(concept=float("nan"), object=float("nan"))
+        "Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes `values[n, m, C]`, and the same scenes scored in-batch (App. B.6)."
+        if len(values) == 0: return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
         dev, concept, obj = self.values.device, [], []
         for a in range(0, len(values), chunk):
             s = torch.as_tensor(np.ascontiguousarray(x[a:a + chunk]), dtype=torch.float32, device=dev)
             v = torch.as_tensor(np.asarray(values[a:a + chunk]), device=dev)
             ok = recognition(s, v, self.values, self.objects, self.space)      # B4's evaluate scores the same way
             concept.append(ok[0]); obj.append(ok[1])
-        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()))
+        s, v = (torch.as_tensor(np.asarray(a), device=dev) for a in (np.ascontiguousarray(x, np.float32), values))
+        in_batch = in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(0, dev))   # the authors' protocol
+        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()), **in_batch)
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
 MAX_SCENES = 1_000_000   # ordered two-object scenes enumerated at most; more need a sample
@@ -135,16 +138,19 @@ def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = Non
 # %% ../nbs/06_learned_binding.ipynb #53aee916
 HELD_OUT_SETS = {"approx_only": "objects the model trained on", "model_too": "objects the model never saw"}
 _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc", "n_test")
+_IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch",
+             "bag_of_concepts_acc_in_batch")                  # the same scenes scored as the authors score them (App. B.6)
+_OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH])
 
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
              *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status",
-             "data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime"),
+             "data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime", *_OPTIONAL),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
-    checks=fit_row_checks,
+    checks=fit_row_checks, optional=_OPTIONAL,
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
 PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
 
@@ -162,8 +168,9 @@ def _measures(app, lb: LearnedBinding, rows: np.ndarray) -> dict:
     "An approximator's measures on the scenes `rows`, beside the model's own recognition of them (`ceiling_`) and the baseline."
     nan = float("nan")
     if len(rows) == 0: return dict(concept_acc=nan, object_acc=nan, r2=nan, ceiling_concept_acc=nan, ceiling_object_acc=nan,
-                                   bag_of_concepts_acc=nan, n_test=0)
-    got = score_approximator(app, lb.table, rows, lb.probes) if app is not None else dict(concept_acc=nan, object_acc=nan, r2=nan)
+                                   bag_of_concepts_acc=nan, n_test=0, **dict.fromkeys(_IN_BATCH, nan))
+    got = score_approximator(app, lb.table, rows, lb.probes) if app is not None else dict(concept_acc=nan, object_acc=nan, r2=nan,
+                                                                                           concept_acc_in_batch=nan, object_acc_in_batch=nan)
     return {**got, **held_out_reference(lb.table, rows, lb.probes), "n_test": len(rows)}
 
 # %% ../nbs/06_learned_binding.ipynb #9956c08f

@@ -12,8 +12,8 @@ from .approximators import FORMS
 from .geometry.report import GeometryReport, table_value
 
 # %% auto #0
-__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'LEARNED_NUMBERS', 'geometry_beside_paper', 'complexity_beside_paper',
-           'learned_beside_paper']
+__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'LEARNED_NUMBERS', 'PAPER_PROTOCOL', 'geometry_beside_paper',
+           'complexity_beside_paper', 'learned_beside_paper']
 
 # %% ../nbs/paper.ipynb #dae73d0b
 _HF, _PL = "Hugging Face papers page summary", "PaperLayer summary"
@@ -141,11 +141,17 @@ def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> st
     rows = best[best.family == fam]
     return "not in this study" if rows.empty else f"{rows[metric].mean():.2f} ({rows[f'ceiling_{metric}'].mean():.2f})"
 
-def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame) -> pd.DataFrame:
-    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models)."
+PAPER_PROTOCOL = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch")
+
+def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.DataFrame | None = None) -> pd.DataFrame:
+    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models); `top`: the fits' best on test of `PAPER_PROTOCOL` (sweeps' `best_on_test`), for ours under the paper's protocol."
     archs = list(dict.fromkeys(best.architecture))
-    rows = [dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models=a, ours=_learned_ours(best[best.architecture == a], correlation, p.key))
-            for p in LEARNED_NUMBERS.itertuples() if p.key != "r" for a in archs]
-    rows += [dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models="all", ours=_learned_ours(best, correlation, p.key))
-             for p in LEARNED_NUMBERS.itertuples() if p.key == "r"]
+    as_ours = None if top is None else top.rename(columns={f"{m}_test_max": m.removesuffix("_in_batch") for m in PAPER_PROTOCOL})
+    def paper_protocol(a: str, key: str) -> str:
+        if key == "r" or as_ours is None or as_ours.object_acc.isna().all(): return "not measured"
+        return _learned_ours(as_ours if a == "all" else as_ours[as_ours.architecture == a], correlation, key)
+    row = lambda p, a, rows: dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models=a,
+                                  ours=_learned_ours(rows, correlation, p.key), ours_paper_protocol=paper_protocol(a, p.key))
+    rows = [row(p, a, best[best.architecture == a]) for p in LEARNED_NUMBERS.itertuples() if p.key != "r" for a in archs]
+    rows += [row(p, "all", best) for p in LEARNED_NUMBERS.itertuples() if p.key == "r"]
     return pd.DataFrame(rows)
