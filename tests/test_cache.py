@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from binding_nb import cache as C
 from binding_nb.cache import cache_path, embed, read_cache
@@ -258,28 +257,6 @@ def test_embed_packaged_minilm_on_text_dataset(minilm, tmp_path):
     np.testing.assert_allclose(np.linalg.norm(z, axis=1), 1, atol=1e-5)
 
 
-def test_lazy_image_sequence_is_read_one_batch_at_a_time(tmp_path):
-    "A lazy `ImageFiles` (e.g. PUG:SPARE) must not be loaded whole: each batch reads only its own files."
-    from binding_nb.datasets import ImageFiles
-    for i in range(10): Image.fromarray(np.full((8, 8, 3), 20 * i, np.uint8)).save(tmp_path / f"{i}.png")
-    files = ImageFiles([tmp_path / f"{i}.png" for i in range(10)])
-    reads = []
-    class Counting(ImageFiles):
-        def __getitem__(self, i):
-            item = super().__getitem__(i)
-            if not isinstance(i, slice): reads.append(i)          # a file actually read
-            return item
-        def take(self, idx): return Counting([self.paths[int(j)] for j in np.asarray(idx).reshape(-1)], self.size)
-    lazy = Counting(files.paths)
-    batches = []
-    enc = as_encoder(lambda ims: (batches.append(len(ims)), np.stack([np.asarray(im, np.float32).mean((0, 1)) for im in ims]))[1],
-                     name="mean-colour")
-    out = embed(enc, lazy, batch_size=4, progress=False)
-    assert out.shape == (10, 3) and batches == [4, 4, 2]
-    assert len(reads) == 11          # each file read once, plus one to infer the modality: never the whole set
-    np.testing.assert_allclose(out[:, 0], 20 * np.arange(10))
-
-
 # --- hashes stay bit-identical (they name users' embedding cache files) -------------------------------------------
 # Every value below was computed with the library before its hashes were rebuilt on `binding_nb.utils.fingerprint`.
 
@@ -293,34 +270,6 @@ def test_pinned_cache_paths(clip_image):
     assert ds.fingerprint == "ee8c3127af957184"
     assert cache_path(enc, ds, "c").name == "counting-text-d0ea3e47e70348b4eda5.npz"   # keyed by its items since 2026-12-01
     assert cache_path(clip_image, random_images(2), "c").name == "openclip_ViT-B-32-image-8e6c5f590e7d7c26bcae.npz"
-
-
-def test_pinned_items_fingerprints():
-    assert C.items_fingerprint(CAPTIONS) == "60d6d517755d984585ac50ab3537e5d7af5bcf9378baedd0c2b06e1fa1555f88"
-    img = Image.fromarray(np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3))
-    assert C.items_fingerprint([img, img.convert("L")]) == "003ecc33bcca1476b3b138d2a862ff24b79ab4dcb08adc89c57128593fc99c61"
-    assert C.items_fingerprint(["a", img]) == "a33c29674980cc907cf75afd74c4d6021487fccaeeca376f8ccfdb8f0031f43b"
-    assert C.items_fingerprint(iter(CAPTIONS)) == C.items_fingerprint(CAPTIONS)   # streams: an iterator works too
-
-
-def test_pinned_array_digests():
-    a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    assert C._array_digest(a) == "29e1889124dc651e7bb488251123910767d042ae6dc47c280ec364655e24ab49"
-    assert C._array_digest(a.T) == "5ad8a91ce86568a3d934ee2a80909d4292384e7ca8f5b721ce930a7d377cd709"
-
-
-def test_cache_key_follows_lazy_files(tmp_path):
-    "A lazy sequence of image files is keyed by its files' names, sizes and times: a rewritten file gets a new key, unread."
-    import os
-    from binding_nb.datasets.pug import ImageFiles
-    paths = [tmp_path / f"{i}.png" for i in range(2)]
-    for i, p in enumerate(paths): Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(p)
-    files = ImageFiles(paths, size=4)
-    before = C.data_fingerprint(files)
-    assert C.data_fingerprint(ImageFiles(paths, size=4)) == before != C.data_fingerprint(ImageFiles(paths, size=8))
-    Image.fromarray(np.full((4, 4, 3), 9, np.uint8)).save(paths[1])
-    os.utime(paths[1], ns=(1, 1))                       # whatever the clock: a rewritten file has other bytes or another time
-    assert C.data_fingerprint(files) != before
 
 
 def test_unnamed_callables_do_not_share_a_cache_entry(tmp_path):

@@ -9,7 +9,7 @@ import torch
 
 from binding_nb.approximators import FAMILIES, fit_approximator, form_embeddings, held_out_reference, score_approximator
 from binding_nb.complexity import COMPLEXITY_RESULTS, sweep
-from binding_nb.sweeps import Cell, fit_cell, grid, holdout_split, select_on_validation
+from binding_nb.sweeps import Cell, fit_cell, grid, holdout_split
 from binding_nb.datasets import all_pairs, clevr_space
 from binding_nb.geometry import fit_probes, probe_split, scene_table
 from binding_nb.scenes import ConceptSpace
@@ -94,15 +94,6 @@ def test_memorising_fits_are_named_and_warned(tmp_path):
     assert rows.set_index("capacity").regime.to_dict() == {4: "ok", 32: "memorises"} and (rows.fit_objects == 11).all()
 
 
-def test_forests_of_unlimited_depth_fit_their_training_scenes():
-    pairs = _pairs(SPACE)
-    y = toy_embeddings(SPACE, pairs, "objects", dim=8, noise=0)
-    deep = fit_approximator("forest", SPACE, pairs[:400], y[:400], pairs[400:450], y[400:450], capacity=0)
-    shallow = fit_approximator("forest", SPACE, pairs[:400], y[:400], pairs[400:450], y[400:450], capacity=1)
-    r2 = lambda app: 1 - ((app.predict(pairs[:400]) - y[:400]) ** 2).sum() / ((y[:400] - y[:400].mean(0)) ** 2).sum()
-    assert r2(deep) > 0.8 > 0.3 > r2(shallow), (r2(deep), r2(shallow))
-
-
 def test_rows_of_an_earlier_probe_form_are_set_aside_and_refitted(tmp_path):
     "A row written by the probes before they took the paper's form (no form recorded) is never served: set aside, and the setting fitted again."
     scenes = all_pairs(SPACE)
@@ -146,21 +137,6 @@ def test_bad_input_is_refused_before_any_fit(tmp_path):
     with pytest.raises(ValueError, match="hold NaN or inf"): scene_table(bad, (GRID, SPACE))
     with pytest.raises(ValueError, match="coverage must be in"): holdout_split(t, 0.0)
     assert not (tmp_path / "complexity_results.csv").exists()            # nothing was fitted or written
-
-
-def test_selection_never_reads_held_out_numbers():
-    rows = pd.DataFrame(dict(run="r", family="mlp", coverage=0.5, seed=0, capacity=[64, 512], lr=1e-3, val_score=[0.9, 0.1],
-                             val_r2=[0.5, 0.5], concept_acc=[0.1, 1.0], object_acc=[0.0, 1.0], status="ok"))
-    assert select_on_validation(rows).capacity.tolist() == [64]
-
-
-def test_families_share_one_interface():
-    pairs = _pairs(SPACE)
-    y = toy_embeddings(SPACE, pairs, "concepts", dim=8)
-    for name in FAMILIES:
-        app = fit_approximator(name, SPACE, pairs[:300], y[:300], pairs[300:350], y[300:350], capacity=2 if name in ("xgboost", "forest") else 8,
-                  lr=0.3 if name == "xgboost" else 1e-2, steps=20, eval_every=10, device="cpu")
-        assert app.predict(pairs[350:]).shape == (len(pairs) - 350, 8) and np.isfinite(app.predict(pairs[350:])).all()
 
 
 def papermill(tmp_path: Path, *params: str) -> subprocess.CompletedProcess:

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from binding_nb import encoders as E
 from binding_nb.cache import embed
 from binding_nb import weights as W
-from binding_nb.encoders import Encoder, ImagePreprocess, as_encoder, load_encoder
+from binding_nb.encoders import Encoder, as_encoder, load_encoder
 from binding_nb.weights import WeightsUnavailableError
 from conftest import CAPTIONS, Counting, random_images
 
@@ -148,19 +147,6 @@ def test_local_checkpoint_path(tmp_path, clip_image):
     assert enc.weights.startswith(f"file:{ckpt}#")
     imgs = random_images(2)
     np.testing.assert_allclose(enc(imgs), clip_image(imgs), atol=1e-5)
-
-
-def test_image_preprocess_matches_torchvision():
-    import torchvision.transforms as T
-    pre = ImagePreprocess(224, 224, (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
-    ref = T.Compose([T.Resize(224, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor(),
-                     T.Normalize(pre.mean, pre.std)])
-    yy, xx = np.mgrid[:240, :300]
-    img = Image.fromarray(np.uint8(np.stack([127 + 100 * np.sin(xx / 11 + yy / 17), 127 + 90 * np.cos(yy / 7), 60 + 0 * xx], -1)))
-    d = (pre([img])[0] - ref(img)).abs()
-    assert d.mean() < 0.02 and d.max() < 0.3
-    same = random_images(3, size=(224, 224))  # already the right size: exact up to float rounding
-    torch.testing.assert_close(pre(same), torch.stack([ref(im) for im in same]), atol=1e-5, rtol=0)
 
 
 def test_pinned_random_twin_config_hash():

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from binding_nb.utils import file_signature, writable_folder
+from binding_nb.utils import writable_folder
 
 
 def _alive(pid: int) -> bool:
@@ -56,12 +56,3 @@ def test_fit_binding_without_an_output_dir_says_so():
     with pytest.raises(ValueError, match="output_dir is None: name a folder"):
         fit_binding(known_binding(ConceptSpace([8, 8]), "bag", rank=16), [Cell("additive", 8, 1e-2)], device="cpu", progress=False)
 
-
-def test_pinned_file_signatures(tmp_path):
-    "A weights file's signature keys users' embedding caches: it stays bit-identical."
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "w.pt").write_bytes(b"12345"); os.utime(tmp_path / "w.pt", ns=(1_700_000_000_000_000_000,) * 2)
-    (tmp_path / "sub/m.safetensors").write_bytes(b"abc"); os.utime(tmp_path / "sub/m.safetensors", ns=(1_600_000_000_000_000_000,) * 2)
-    (tmp_path / "readme.txt").write_text("x")                                     # not a weights file: not hashed
-    assert file_signature(tmp_path / "w.pt") == f"file:{(tmp_path / 'w.pt').resolve()}#aa72731c895dbc76"
-    assert file_signature(tmp_path) == f"file:{tmp_path.resolve()}#ae443982d27d6631"
