@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -154,6 +154,7 @@ class Approximator:
     dim: int                       # embedding dimension
     best_step: int = 0             # the checkpoint kept (torch families: the step of the lowest validation loss)
     val_loss: float = float("nan")
+    monitored: list = field(default_factory=list)   # a monitor's numbers at each validation step (`fit_approximator`'s `monitor`)
 
     def predict(self, values: np.ndarray, chunk: int = 65536) -> np.ndarray:
         values = np.asarray(values)
@@ -166,8 +167,9 @@ class Approximator:
 
 # %% ../nbs/04a_approximators.ipynb #491121d2
 def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, lr: float = 1e-3,
-                steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, seed: int = 0) -> tuple[nn.Module, int, float]:
-    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop; the weights of lowest validation MSE, its step and loss."
+                steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, seed: int = 0,
+                monitor: Callable[[], dict] | None = None) -> tuple[nn.Module, int, float, list[dict]]:
+    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop; the weights of lowest validation MSE, its step and loss, and what `monitor` logged at each validation (never used to select)."
     g, full = make_generator(seed, X.device), batch_size is None or batch_size >= len(X)
     def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
         if full: return X, Y
@@ -181,9 +183,10 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
         return dict(mse=val)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     fit(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate, eval_every,
-                  save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"])
+                  save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
     model.load_state_dict(state.best_model)
-    return model.eval(), state.best_step, -state.best_score
+    logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")} for h in state.history] if monitor else []
+    return model.eval(), state.best_step, -state.best_score, logged
 
 # %% ../nbs/04a_approximators.ipynb #806d78ad
 class Standardised(nn.Module):
@@ -242,8 +245,9 @@ def memorises(name: str, capacity: int, fit_objects: int) -> bool:
 # %% ../nbs/04a_approximators.ipynb #291b9aa5
 def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
-        seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0) -> Approximator:
-    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2)."
+        seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
+        monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None) -> Approximator:
+    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2); `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select."
     fam = family(family_name)
     capacity = whole_number(capacity, "capacity", low=0 if fam.kind == "tree" else 1)
     init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
@@ -260,15 +264,17 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         model = fam.make(capacity, lr, seed).fit(one_hot_scenes(space, X_train), Y_train)
         app = Approximator(fam.name, model, space, Y_train.shape[1])
         app.val_loss = float(((app.predict(X_val) - Y_val) ** 2).mean())
+        if monitor is not None: app.monitored = [dict(step=0, **monitor(app.predict))]
         return app
     dev = resolve_device(device)
     t = lambda a: torch.as_tensor(a, device=dev)
     with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
         torch.manual_seed(seed)
         model = Standardised(fam.make(space.values_per_concept, X_train.shape[1], Y_train.shape[1], capacity, init, init_mean), t(Y_train)).to(dev)
-    _, step, loss = train_torch(model.inner, t(X_train), model.standardise(t(Y_train)), t(X_val), model.standardise(t(Y_val)), lr,
-                                whole_number(steps, "steps", low=1), batch_size, eval_every, seed)
-    return Approximator(fam.name, model.eval(), space, Y_train.shape[1], step, loss)
+    watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y_train.shape[1]).predict)   # the weights of now
+    _, step, loss, monitored = train_torch(model.inner, t(X_train), model.standardise(t(Y_train)), t(X_val), model.standardise(t(Y_val)), lr,
+                                           whole_number(steps, "steps", low=1), batch_size, eval_every, seed, watch)
+    return Approximator(fam.name, model.eval(), space, Y_train.shape[1], step, loss, monitored)
 
 # %% ../nbs/04a_approximators.ipynb #a171bbe0
 def unprobed(rows: np.ndarray, probes: Probes) -> np.ndarray:

@@ -23,9 +23,9 @@ from .scenes import ConceptSpace, coverage_split
 from .utils import name_list, number_in, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'fit_objects', 'regime', 'warn_memorisation', 'fit_cell',
-           'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data', 'SweepPlan', 'plan_sweep',
-           'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
+__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'fit_objects', 'regime', 'warn_memorisation',
+           'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data', 'SweepPlan',
+           'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
 
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
@@ -118,6 +118,12 @@ def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
     if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
     return cells
 
+# %% ../nbs/04b_sweeps.ipynb #0b5e7a11
+def best_over_steps(monitored: list[dict]) -> dict[str, float]:
+    "The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan where one is missing)."
+    names = sorted({k for m in monitored for k in m} - {"step"})
+    return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
+
 # %% ../nbs/04b_sweeps.ipynb #2ed545c7
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
 
@@ -139,22 +145,25 @@ def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int]) -> None:
 
 def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000, batch_size: int | None = 4096,
              eval_every: int = 50, device="auto", reference: dict | None = None,
-             more: Callable[[Approximator | None, np.ndarray], dict] | None = None) -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged)."
+             more: Callable[[Approximator | None, np.ndarray], dict] | None = None,
+             watch: Callable[[Callable[[np.ndarray], np.ndarray], np.ndarray], dict] | None = None) -> dict:
+    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours)."
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
     base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
                 n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit, regime=regime(cell, n_fit),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
-                  cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean)
+                  cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
+                  None if watch is None else lambda predict: watch(predict, split.test))
     except TrainingDiverged:
         nan = float("nan")
         return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2", "train_r2"], nan),
                 **(more(None, split.test) if more else {}), "best_step": 0, "seconds": _seconds_since(t0), "status": "diverged"}
     val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
-    return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items()}, **test,
-            **(more(app, split.test) if more else {}), "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])),
+    return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
+            **(more(app, split.test) if more else {}), **best_over_steps(app.monitored),
+            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])),
             "best_step": app.best_step, "seconds": _seconds_since(t0), "status": "ok"}
 
 # %% ../nbs/04b_sweeps.ipynb #21332b3a
@@ -232,8 +241,8 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
     return SweepPlan(run, table, cells, splits, steps, batch_size, eval_every, results, path)
 
 def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto", progress: bool = True,
-              more: Callable | None = None, desc: str = "sweep") -> pd.DataFrame:
-    "Fit and measure every (coverage, seed, cell) of `plan` whose `key` is not yet in its results table, adding each row when done; the plan's rows, in the table's order. `data`: the key of the embeddings (one run name, one embedding); `more`: `fit_cell`'s."
+              more: Callable | None = None, desc: str = "sweep", watch: Callable | None = None) -> pd.DataFrame:
+    "Fit and measure every (coverage, seed, cell) of `plan` whose `key` is not yet in its results table, adding each row when done; the plan's rows, in the table's order. `data`: the key of the embeddings (one run name, one embedding); `more`, `watch`: `fit_cell`'s."
     keyed = [(cov, s, c, key(cov, s, c)) for (cov, s) in plan.splits for c in plan.cells]
     made = made_settings([(k, dict(run=plan.run, **c.columns(), coverage=cov, seed=s)) for cov, s, c, k in keyed])
     results = plan.results.read(plan.path, expect=lambda df: settings_mismatch(df, made))   # hand-edited rows set aside
@@ -243,7 +252,7 @@ def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, 
     for cov, s, c, k in tqdm(todo, desc=desc, disable=not progress or not todo):
         split = plan.splits[cov, s]
         if (cov, s) not in refs: refs[cov, s] = held_out_reference(plan.table, split.test, probes)   # once per split
-        row = fit_cell(plan.table, split, c, probes, plan.steps, plan.batch_size, plan.eval_every, device, refs[cov, s], more)
+        row = fit_cell(plan.table, split, c, probes, plan.steps, plan.batch_size, plan.eval_every, device, refs[cov, s], more, watch)
         plan.results.append(plan.path, {"run": plan.run, **row, "seed": s, "cell": k, "data": data})
     results = plan.results.read(plan.path)
     return results[results.cell.astype(str).isin({k for *_, k in keyed})].reset_index(drop=True)
