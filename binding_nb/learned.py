@@ -22,18 +22,19 @@ from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace
-from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
+from .sweeps import Cell, best_on_test, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
 from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries, recognition
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, make_generator, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 
 # %% auto #0
-__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes',
-           'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
-           'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel',
-           'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study', 'pearson_interval',
-           'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
+__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'FIG9_PROTOCOLS',
+           'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding',
+           'approximator_seed', 'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal', 'known_binding',
+           'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study',
+           'pearson_interval', 'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms',
+           'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
@@ -253,7 +254,8 @@ def trained_models(model_dir) -> list[TrainedModel]:
 
 # %% ../nbs/06_learned_binding.ipynb #b4c3064c
 MODEL_COLUMNS = dict(C="C", V="V", model_coverage="coverage", model_seed="seed", model_concept_acc="concept_acc",
-                     model_object_acc="object_acc", model_bag_of_concepts_acc="bag_of_concepts_acc")   # from the model's results row
+                     model_object_acc="object_acc", model_bag_of_concepts_acc="bag_of_concepts_acc",   # from the model's results row
+                     model_object_acc_in_batch_test_selected="object_acc_in_batch_test_selected")     # the paper's protocol (empty for older runs)
 
 def _model_fields(m: TrainedModel) -> dict:
     return dict(run=m.cfg.run_name(), architecture=architecture_name(m.cfg), **{k: m.row[c] for k, c in MODEL_COLUMNS.items()})
@@ -317,15 +319,25 @@ def pearson_interval(x, y, n_boot: int = 2000, seed: int = 0) -> dict[str, float
     return dict(r=float(np.corrcoef(x, y)[0, 1]), r_low=float(np.percentile(rb, 2.5)), r_high=float(np.percentile(rb, 97.5)), n_models=n)
 
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
-def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 2000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, its setting chosen on validation, mean over approximator splits) and r per form and (C, V), and over all spaces."
-    forms = list(forms)
-    rows = select_on_validation(fits[fits.family.isin(forms)]).drop(columns="form", errors="ignore").rename(columns={"family": "form"})   # per model, form and split: rank and start chosen
-    points = rows.groupby(["form", "C", "V", "architecture", "run", "model_coverage"], as_index=False)[
-        ["model_object_acc", "object_acc", "model_too_object_acc"]].mean()
+FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                              # exhaustive, selected on validation
+                  "paper": ("model_object_acc_in_batch_test_selected", "object_acc_in_batch_test_selected")}   # in-batch, best step and setting on test
+
+def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 2000, seed: int = 0,
+                           protocol: str = "ours") -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and r per form and (C, V), and over all spaces. `protocol` 'ours': exhaustive, the form's setting chosen on validation; 'paper': in-batch, each at its step and the form at its setting best on test (optimistic)."
+    if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
+    forms, (x, y) = list(forms), FIG9_PROTOCOLS[protocol]
+    keys = ["form", "C", "V", "architecture", "run", "model_coverage"]
+    mine = fits[fits.family.isin(forms)].drop(columns="form", errors="ignore").rename(columns={"family": "form"})
+    if protocol == "ours":
+        rows, extra = select_on_validation(mine.rename(columns={"form": "family"})).rename(columns={"family": "form"}), ["model_too_object_acc"]   # per model, form and split: rank and start chosen
+    else:
+        rows, extra = best_on_test(mine, by=keys + ["seed"], metrics=[y]).rename(columns={f"{y}_test_max": y}), []
+        rows = rows.merge(mine[["run", x]].drop_duplicates("run"), on="run")
+    points = rows.groupby(keys, as_index=False)[[x, y, *extra]].mean()
     groups = [((f, C, V), d) for (f, C, V), d in points.groupby(["form", "C", "V"])]
     groups += [((f, "all", "all"), d) for f, d in points.groupby("form") if d[["C", "V"]].drop_duplicates().shape[0] > 1]
-    table = pd.DataFrame([{"form": f, "C": C, "V": V, **pearson_interval(d.model_object_acc, d.object_acc, n_boot, seed)} for (f, C, V), d in groups],
+    table = pd.DataFrame([{"form": f, "C": C, "V": V, **pearson_interval(d[x], d[y], n_boot, seed)} for (f, C, V), d in groups],
                          columns=["form", "C", "V", "r", "r_low", "r_high", "n_models"])
     return points, table.sort_values("form", key=lambda s: s.map(forms.index), kind="stable").reset_index(drop=True)
 

@@ -12,8 +12,8 @@ from .approximators import FORMS
 from .geometry.report import GeometryReport, table_value
 
 # %% auto #0
-__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'LEARNED_NUMBERS', 'PAPER_PROTOCOL', 'geometry_beside_paper',
-           'complexity_beside_paper', 'learned_beside_paper']
+__all__ = ['GEOMETRY_NUMBERS', 'COMPLEXITY_NUMBERS', 'LEARNED_NUMBERS', 'PAPER_PROTOCOL', 'geometry_ours',
+           'geometry_beside_paper', 'complexity_ours', 'complexity_beside_paper', 'learned_beside_paper']
 
 # %% ../nbs/paper.ipynb #dae73d0b
 _HF, _PL = "Hugging Face papers page summary", "PaperLayer summary"
@@ -44,9 +44,8 @@ GEOMETRY_NUMBERS = pd.DataFrame([
 # %% ../nbs/paper.ipynb #16c928ba
 def _f(v: float) -> str: return "n/a" if not np.isfinite(v) else f"{v:.2f}"
 
-def _geometry_ours(key: str, rep: GeometryReport) -> tuple[str, str]:
-    "Our number for a `GEOMETRY_NUMBERS` key, formatted as the paper's, and how it is defined."
-    kn, a = rep.key_numbers(), rep.attribution
+def geometry_ours(key: str, kn: dict, a: pd.DataFrame | None) -> tuple[str, str]:
+    "Our number for a `GEOMETRY_NUMBERS` key, formatted as the paper's, and how it is defined, from a report's key numbers `kn` and attribution table `a`."
     if key == "r2": return f"{_f(kn['R² AVG'])} / {_f(kn['R² AVG+POS'])}", "AVG / AVG+POS, in-sample"
     if key == "edit_avg": return _f(kn["edit k=1 AVG"]), "AVG, all edits"
     if key == "edit_single": return _f(kn["edit k=1 SINGLE"]), "SINGLE, all edits"
@@ -70,7 +69,7 @@ def geometry_beside_paper(status: pd.DataFrame, reports: dict[str, GeometryRepor
                        & ((status.weights == "random") == (p.weights == "random"))] if len(status) else status
         ok = match[match.status == "ok"] if len(match) else match
         if len(ok):
-            vals = [_geometry_ours(p.key, reports[r.run]) for r in ok.itertuples()]
+            vals = [geometry_ours(p.key, reports[r.run].key_numbers(), reports[r.run].attribution) for r in ok.itertuples()]
             ours = "; ".join((f"{r.dataset}: " if len(ok) > 1 else "") + v for r, (v, _) in zip(ok.itertuples(), vals))
             how, runs = vals[0][1], ", ".join(ok.run)
         elif len(match): ours, how, runs = "could not run", match.reason.iloc[0], ", ".join(match.run)
@@ -91,7 +90,7 @@ COMPLEXITY_NUMBERS = pd.DataFrame([
 ], columns=["figure", "model", "weights", "families", "measure", "key", "paper", "source"])
 
 # %% ../nbs/paper.ipynb #07d29ed1
-def _complexity_ours(summary: pd.DataFrame, key: str, on_test: bool = False) -> float:
+def complexity_ours(summary: pd.DataFrame, key: str, on_test: bool = False) -> float:
     "One number of ours by a `COMPLEXITY_NUMBERS` key, from validation-selected summary rows, or (`on_test`) from their best on test, the paper's selection."
     acc = lambda m: summary[f"{m}_test_max" if on_test else m]
     if key == "max_object": return float(acc("object_acc").max())
@@ -106,7 +105,7 @@ def complexity_beside_paper(status: pd.DataFrame, summary: pd.DataFrame) -> pd.D
         for r in status.itertuples():
             s = summary[(summary.run == r.run) & summary.family.isin(p.families)] if len(summary) else summary
             why = f"could not run: {r.reason}" if r.status != "ok" else "not in this sweep" if s.empty else None
-            ours, paper_protocol = (why, why) if why else (f"{_complexity_ours(s, p.key):.2f}", f"{_complexity_ours(s, p.key, on_test=True):.2f}")
+            ours, paper_protocol = (why, why) if why else (f"{complexity_ours(s, p.key):.2f}", f"{complexity_ours(s, p.key, on_test=True):.2f}")
             rows.append(dict(figure=p.figure, measure=p.measure, families=", ".join(p.families), paper_model=p.model, paper=p.paper,
                              run=r.run, ours=ours, ours_paper_protocol=paper_protocol,
                              comparable=r.weights != "random" and r.model.split(" ")[0] in p.model, source=p.source))
@@ -144,12 +143,16 @@ def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> st
 PAPER_PROTOCOL = {"concept_acc": "concept_acc_in_batch", "object_acc": "object_acc_in_batch_test_selected",   # ours -> under the paper's protocol
                   "ceiling_concept_acc": "ceiling_concept_acc_in_batch", "ceiling_object_acc": "ceiling_object_acc_in_batch"}
 
-def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.DataFrame | None = None) -> pd.DataFrame:
-    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models); `top`: the fits' best on test of `PAPER_PROTOCOL`'s columns (sweeps' `best_on_test`: in-batch, the best step and setting), for ours under the paper's protocol."
+def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.DataFrame | None = None,
+                         correlation_paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models); `top`: the fits' best on test of `PAPER_PROTOCOL`'s columns (sweeps' `best_on_test`: in-batch, the best step and setting), and `correlation_paper`: Fig. 9's r on such numbers, for ours under the paper's protocol."
     archs = list(dict.fromkeys(best.architecture))
     as_ours = None if top is None else top.rename(columns={f"{theirs}_test_max": ours for ours, theirs in PAPER_PROTOCOL.items()})
     def paper_protocol(a: str, key: str) -> str:
-        if key == "r" or as_ours is None or as_ours.object_acc.isna().all(): return "not measured"
+        if key == "r":
+            measured = correlation_paper is not None and (correlation_paper.n_models > 0).any()
+            return _learned_ours(best, correlation_paper, key) if measured else "not measured"
+        if as_ours is None or as_ours.object_acc.isna().all(): return "not measured"
         return _learned_ours(as_ours if a == "all" else as_ours[as_ours.architecture == a], correlation, key)
     row = lambda p, a, rows: dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models=a,
                                   ours=_learned_ours(rows, correlation, p.key), ours_paper_protocol=paper_protocol(a, p.key))

@@ -26,7 +26,8 @@ from .weights import WeightsUnavailableError
 
 # %% auto #0
 __all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs',
-           'complexity_runs', 'check_runs', 'embed_runs', 'run_geometry', 'run_tables', 'save_runs']
+           'complexity_runs', 'first_sentence', 'failure_reason', 'check_runs', 'embed_runs', 'run_geometry',
+           'run_tables', 'save_runs']
 
 # %% ../nbs/03a_runs.ipynb #6c03512b
 DATASETS = {"clevr2d": "CLEVR-2D", "clevr3d": "CLEVR", "clevr3d-3": "CLEVR, three objects",
@@ -168,9 +169,9 @@ def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "defaul
     return runs + [RunSpec(d, dino, dinov2_weights) for d in ("clevr2d", "clevr3d")]
 
 # %% ../nbs/03a_runs.ipynb #f3a9d6b1
-def _first_sentence(e: Exception) -> str: return str(e).split(". ")[0].rstrip(".") + "."
+def first_sentence(e: Exception) -> str: return str(e).split(". ")[0].rstrip(".") + "."
 
-def _failure(e: Exception, limit: int = 400) -> str:
+def failure_reason(e: Exception, limit: int = 400) -> str:
     "The reason a run failed: the error's type and message on one line."
     text = re.sub(r"\s+", " ", f"{type(e).__name__}: {e}").strip()
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -208,9 +209,9 @@ def _embed_each(runs: list[RunSpec], cache_dir, batch_size: int, device, dataset
             data = once(("dataset", run.dataset, run.n_pairs), lambda: dataset_by_name(run.dataset, run.n_pairs, progress=progress, **dataset_options))
             emb = embed(enc, data, batch_size=batch_size, cache_dir=cache_dir, progress=progress)
         except (WeightsUnavailableError, FileNotFoundError) as e:
-            yield {**row, "status": "not run", "reason": _first_sentence(e)}, None, None
+            yield {**row, "status": "not run", "reason": first_sentence(e)}, None, None
         except Exception as e:
-            yield {**row, "status": "failed", "reason": _failure(e)}, None, None
+            yield {**row, "status": "failed", "reason": failure_reason(e)}, None, None
         else:
             yield {**row, "status": "ok", "reason": "", "prepare_seconds": round(time.perf_counter() - t0, 1)}, data, emb
 
@@ -226,7 +227,7 @@ def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, 
     for row, data, emb in each:
         if data is not None:
             try: rep = geometry_report(emb, data, device=device, **settings)
-            except Exception as e: row.update(status="failed", reason=_failure(e), prepare_seconds=row.pop("prepare_seconds"))
+            except Exception as e: row.update(status="failed", reason=failure_reason(e), prepare_seconds=row.pop("prepare_seconds"))
             else:
                 reports[row["run"]] = rep
                 row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d, prepare_seconds=row.pop("prepare_seconds"),

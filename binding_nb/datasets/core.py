@@ -19,9 +19,9 @@ from ..scenes import ConceptSpace, check_scenes, scene_sizes
 from ..utils import atomic_file, fingerprint, set_aside, writable_folder
 
 # %% auto #0
-__all__ = ['DATASETS_VERSION', 'all_pairs', 'object_phrases', 'scene_captions', 'dataset_fingerprint', 'SceneItem',
-           'SceneDataset', 'check_image_size', 'as_images', 'sample_grid', 'default_cache_dir', 'save_png_atomic',
-           'load_cached_png', 'check_cache_folder', 'render_cached']
+__all__ = ['DATASETS_VERSION', 'all_pairs', 'object_phrases', 'concept_phrases', 'scene_captions', 'dataset_fingerprint',
+           'SceneItem', 'SceneDataset', 'check_image_size', 'as_images', 'sample_grid', 'default_cache_dir',
+           'save_png_atomic', 'load_cached_png', 'check_cache_folder', 'render_cached']
 
 # %% ../../nbs/01a_scene_datasets.ipynb #cb106384
 def all_pairs(space: ConceptSpace, singles: bool = True) -> np.ndarray:
@@ -37,6 +37,12 @@ def object_phrases(space: ConceptSpace) -> np.ndarray:
     values = np.asarray(space.object_values(np.arange(space.n_objects)))
     words = [np.asarray(space.value_names[k], dtype=object)[values[:, k]] for k in range(space.n_concepts)]
     return "a " + np.array([" ".join(w) for w in zip(*words)], dtype=object)
+
+# %% ../../nbs/01a_scene_datasets.ipynb #c0e7a1f3
+def concept_phrases(space: ConceptSpace) -> np.ndarray:
+    "A text query for every concept value (`space.value_index` order): 'a <value> object' for the first concepts, 'a <value>' for the last (the noun)."
+    last = space.n_concepts - 1
+    return np.array([f"a {v} object" if k < last else f"a {v}" for k in range(space.n_concepts) for v in space.value_names[k]], dtype=object)
 
 # %% ../../nbs/01a_scene_datasets.ipynb #623a9d1a
 def scene_captions(space: ConceptSpace, objects: np.ndarray) -> list[str]:
