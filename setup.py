@@ -34,7 +34,7 @@ setuptools.setup(
     project_urls={"Documentation": meta["doc_host"] + meta["doc_baseurl"], "Source": meta["git_url"]},
     scripts=[],
     entry_points={
-        "console_scripts": [],
+        "console_scripts": meta.get("console_scripts", "").split(),   # settings.ini: name=module:function, space-separated
         "nbdev": [f"{meta['lib_path']}={meta['lib_path']}._modidx:d"],
     },
     zip_safe=False,

@@ -1,0 +1,106 @@
+"""`binding_nb diagnose` end to end, as a user runs it: the console command on MiniLM and a random-init ViT-B-32 at --budget small."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+def binding_nb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["binding_nb", *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
+
+def cache_stamps(cache: Path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    "MiniLM (its packaged weights) and a random-init ViT-B-32 (CLEVR-2D, and PUG:SPARE with no data folder) diagnosed at the small budget."
+    root = tmp_path_factory.mktemp("diagnose")
+    first = binding_nb("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = binding_nb("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d", "pug_spare",
+                        "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+    assert second.returncode == 0, second.stderr[-3000:]
+    return root, first.stdout + second.stdout
+
+def summary(root: Path, name: str) -> dict:
+    return json.loads((root / "r" / name / "summary.json").read_text())
+
+def test_each_report_has_its_files_and_numbers(reports):
+    root, out = reports
+    for name in ("st_all-MiniLM-L6-v2_default", "openclip_ViT-B-32_random"):
+        folder = root / "r" / name
+        for f in ("report.md", "report.html", "summary.json", "verdict.csv"): assert (folder / f).stat().st_size > 0, f
+        s = summary(root, name)
+        assert s["command"].startswith("binding_nb diagnose ") and s["version"] and s["wall_seconds"] > 0
+        assert all(0 <= v <= 1 for k, v in s["headline"].items() if "R²" not in k), s["headline"]
+        html = (folder / "report.html").read_text()
+        assert "<table" in html and "data:image/png;base64," in html and "Verdict" in html
+    mini = summary(root, "st_all-MiniLM-L6-v2_default")
+    assert [st["name"] for st in mini["stages"]] == ["geometry_text", "complexity_text"] and {st["status"] for st in mini["stages"]} == {"ok"}
+    assert mini["headline"]["text geometry: concept probe"] > 0.9           # pretrained MiniLM reads its concepts
+    assert mini["towers"]["text"]["weights"] == "default"
+    key = pd.read_csv(root / "r" / "st_all-MiniLM-L6-v2_default" / "geometry_text" / "key_numbers.csv").iloc[0]
+    assert key["R² AVG"] == pytest.approx(mini["headline"]["text geometry: R² AVG"])
+
+def test_a_dual_encoder_gets_cross_modal_recognition_beside_its_baselines(reports):
+    root, _ = reports
+    clip = summary(root, "openclip_ViT-B-32_random")
+    stages = {st["name"]: st for st in clip["stages"]}
+    assert stages["crossmodal_clevr2d"]["status"] == "ok"
+    cm = pd.read_csv(root / "r" / "openclip_ViT-B-32_random" / "crossmodal_clevr2d" / "crossmodal.csv").iloc[0]
+    assert 0 < cm["object chance"] < cm["bag of concepts"] < 1 and cm["scenes"] > 0
+    verdict = pd.read_csv(root / "r" / "openclip_ViT-B-32_random" / "verdict.csv")
+    assert "cross-modal object recognition (Def. 3.4)" in set(verdict.measure)
+    assert verdict[verdict.measure.str.startswith("additive reconstruction")].clip_in_paper.iloc[0] == "0.78 / 0.83"   # the paper's CLEVR-2D R²
+
+def test_a_stage_that_cannot_run_is_recorded_and_the_others_go_on(reports):
+    root, _ = reports
+    stages = {st["name"]: st for st in summary(root, "openclip_ViT-B-32_random")["stages"]}
+    assert stages["geometry_pug_spare"]["status"] == "not run" and "pug_root" in stages["geometry_pug_spare"]["reason"]
+    assert stages["geometry_clevr2d"]["status"] == "ok"
+    assert "not run" in (root / "r" / "openclip_ViT-B-32_random" / "report.md").read_text()
+
+def test_the_leaderboard_has_a_row_per_encoder_and_rebuilds_from_summaries(reports):
+    root, out = reports
+    board = pd.read_csv(root / "r" / "leaderboard.csv")
+    assert set(board.encoder) == {"st:all-MiniLM-L6-v2 (default)", "openclip:ViT-B-32 (random)"}
+    rebuilt = binding_nb("leaderboard", "r", "--out", "elsewhere", cwd=root)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    pd.testing.assert_frame_equal(pd.read_csv(root / "elsewhere" / "leaderboard.csv").drop(columns="report"), board.drop(columns="report"))
+    assert "| encoder |" in rebuilt.stdout and (root / "elsewhere" / "leaderboard.md").is_file()
+
+def test_a_rerun_embeds_nothing_and_an_interrupted_run_resumes(reports):
+    root, _ = reports
+    stamps = cache_stamps(root / "cache")
+    (root / "r" / "openclip_ViT-B-32_random" / "complexity_clevr2d" / "stage.json").unlink()      # as if stopped before this stage ended
+    again = binding_nb("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d", "pug_spare",
+                       "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert cache_stamps(root / "cache") == stamps                                                   # nothing embedded again
+    stages = {st["name"]: st for st in summary(root, "openclip_ViT-B-32_random")["stages"]}
+    assert stages["geometry_clevr2d"]["reason"] == "read back" and stages["crossmodal_clevr2d"]["reason"] == "read back"
+    assert stages["complexity_clevr2d"]["status"] == "ok" and stages["complexity_clevr2d"]["reason"] == ""   # run again (its fits read back by 04's table)
+
+@pytest.mark.parametrize("args, message", [
+    (["clip"], "unknown encoder 'clip'"),
+    (["st:all-MiniLM-L6-v2", "--budget", "huge"], "unknown budget 'huge'"),
+    (["st:all-MiniLM-L6-v2", "--datasets", "clevr2d"], "needs an image encoder"),
+    (["openclip:ViT-B-32", "--pretrained", "/nowhere/clip.pt"], "/nowhere/clip.pt"),
+    (["st:all-MiniLM-L6-v2", "openclip:ViT-B-32", "--pretrained", "default", "random", "random"], "3 weights for 2 encoders"),
+])
+def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, message):
+    run = binding_nb("diagnose", *args, "--out", "r", cwd=tmp_path)
+    assert run.returncode == 2 and message in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and not (tmp_path / "r").exists()
+
+def test_leaderboard_refuses_what_is_not_a_report(tmp_path):
+    (tmp_path / "x").mkdir(); (tmp_path / "x" / "summary.json").write_text("{not json")
+    run = binding_nb("leaderboard", "x", cwd=tmp_path)
+    assert run.returncode == 2 and "is not a summary of binding_nb diagnose" in run.stderr
+    missing = binding_nb("leaderboard", "nowhere", cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere does not exist" in missing.stderr
