@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .approximators import FAMILIES, family
+from .approximators import FAMILIES, family, unprobed
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .results import ResultsTable
 from .sweeps import best_on_test, Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation, setting_labels
@@ -40,6 +40,7 @@ COMPLEXITY_RESULTS = ResultsTable(
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test"),
     checks=_complexity_checks,
+    optional=("concept_acc_test_selected", "object_acc_test_selected"),   # the best over a fit's steps, on the held-out scenes (the paper's selection)
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #e8a3c5f1
@@ -51,16 +52,20 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device)
     base = fingerprint(run, table.emb, table.values, probes.train, probes.test, plan.steps, batch_size, plan.eval_every, val_fraction)   # settings and data, never fitted numbers
     key = lambda cov, seed, c: fingerprint(base, *c.key(), float(cov), seed, length=12)
-    rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress, desc=f"complexity sweep: {run}")
+    def watch(predict, rows):                           # logged at each validation step, never read by our selection
+        rows = unprobed(rows, probes)
+        acc = probes.accuracy(predict(table.values[rows]), table.values[rows])
+        return {"concept_acc": acc["concept"], "object_acc": acc["object"]}
+    rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress, desc=f"complexity sweep: {run}", watch=watch)
     return rows.sort_values(["family", "coverage", "seed", "capacity", "lr", "init", "init_mean"]).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #bdd35a74
 SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "train_r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
                    "val_concept_acc", "val_object_acc"]
-TEST_MAX = ["concept_acc_test_max", "object_acc_test_max"]   # the paper's selection on the held-out scenes: optimistic, beside ours
+TEST_MAX = ["concept_acc_test_max", "object_acc_test_max"]   # the paper's selection, the best step and setting on the held-out scenes: optimistic, beside ours
 
 def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
-    "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen, and the paper's best on test (`*_test_max`)."
+    "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen, and the paper's best step and setting on test (`*_test_max`; empty for rows fitted before it was logged)."
     if "data" in results:                               # one run name, one embedding: never average over two
         kinds = results[results.data.notna()].groupby("run").data.unique()
         mixed = kinds[kinds.map(len) > 1]
@@ -72,7 +77,10 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
         warnings.warn(f"no finished cell to summarise (status 'ok'): {statuses}; the summary is empty", stacklevel=2)
         return pd.DataFrame(columns=["run", "family", "coverage", *SUMMARY_METRICS, "n_seeds", "chosen", *TEST_MAX])
     g = best.assign(chosen=setting_labels(best)).groupby(["run", "family", "coverage"], sort=False)
-    top = best_on_test(results).groupby(["run", "family", "coverage"])[TEST_MAX].mean()
+    on_test = [f"{m}_test_selected" for m in ("concept_acc", "object_acc")]
+    logged = results.assign(**{c: np.nan for c in on_test if c not in results})   # optional: a table written before they were logged has them empty
+    top = best_on_test(logged, metrics=on_test).rename(columns=dict(zip([f"{m}_test_max" for m in on_test], TEST_MAX)))
+    top = top.groupby(["run", "family", "coverage"])[TEST_MAX].mean()
     return g[SUMMARY_METRICS].mean().join(g.size().rename("n_seeds")).join(g.chosen.agg("; ".join)).join(top).reset_index()
 
 # %% ../nbs/04_complexity.ipynb #c162ad30
