@@ -30,21 +30,21 @@ from . import __version__
 from .cache import check_cache_dir, embed
 from .complexity import plot_complexity, summarize_complexity, sweep
 from .datasets.core import concept_phrases, object_phrases
-from .encoders import _builtin_hf, check_weights, load_encoder
+from .encoders import _builtin_hf, _encoder_name, check_weights, load_encoder
 from .geometry import geometry_report, scene_table
 from .reports import Stage, leaderboard, markdown_table, read_json, write_leaderboard, write_report
 from .runs import DATASETS, RunSpec, dataset_by_name, failure_reason, first_sentence
 from .scenes import bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask, present_value_mask
 from .sweeps import Cell, grid
-from .utils import atomic_file, fingerprint, resolve_device, writable_folder
+from .utils import atomic_file, fingerprint, resolve_device, save_figure, writable_folder
 from .weights import WeightsUnavailableError
 
 # %% auto #0
 __all__ = ['BUDGETS', 'STAGES', 'STAGE_FORMAT', 'COMMANDS', 'Budget', 'budget', 'encoder_modality', 'dataset_modality',
            'Diagnosis', 'diagnosis', 'stages_of', 'Workspace', 'geometry_stage', 'complexity_stage',
            'chance_recognition', 'crossmodal_recognition', 'crossmodal_stage', 'stage_key', 'weights_digest',
-           'run_stage', 'torch_threads', 'save_png', 'diagnose_one', 'default_embedding_cache', 'diagnoses', 'diagnose',
-           'refused', 'diagnose_cli', 'leaderboard_cli', 'main']
+           'run_stage', 'torch_threads', 'diagnose_one', 'default_embedding_cache', 'diagnoses', 'diagnose', 'refused',
+           'diagnose_cli', 'leaderboard_cli', 'main']
 
 # %% ../nbs/08_diagnose.ipynb #30f33ff0
 @dataclass(frozen=True)
@@ -75,11 +75,8 @@ def budget(name: str) -> Budget:
 # %% ../nbs/08_diagnose.ipynb #77c3af83
 def encoder_modality(name: str, weights: str = "random") -> str:
     "The modality of encoder `name`, loading no model: openclip: image (its text tower is the other half), st: text, hf: read from its config."
-    if not isinstance(name, str) or not name.startswith(("openclip:", "hf:", "st:")) or not name.split(":", 1)[1]:
-        raise ValueError(f"unknown encoder {name!r}: use 'openclip:<arch>' (e.g. openclip:ViT-B-32), 'hf:<model id or folder>' (e.g. hf:facebook/dinov2-base) "
-                         "or 'st:<name or folder>' (e.g. st:all-MiniLM-L6-v2)")
-    if name.startswith(("openclip:", "st:")): return "image" if name.startswith("openclip:") else "text"
-    ident = name.split(":", 1)[1]
+    prefix, ident = _encoder_name(name)                               # the loaders' own check of the name
+    if prefix in ("openclip", "st"): return "image" if prefix == "openclip" else "text"
     if _builtin_hf(ident) is not None: return "image"                # the random twins built from code (DINOv2)
     from transformers import AutoConfig
     try: config = AutoConfig.from_pretrained(weights if weights not in ("random", "default") else ident, local_files_only=True)
@@ -168,7 +165,7 @@ class Workspace:
 def geometry_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
     "§4 on `dataset`: `geometry_report` with 03's settings; its key numbers and tables, its figures saved in `out`."
     rep = geometry_report(ws.embeddings(dataset), ws.data(dataset), device=ws.device)
-    for name, fig in rep.figures(title=ws.diag.run(dataset).name).items(): save_png(fig, out / f"{name}.png")
+    for name, fig in rep.figures(title=ws.diag.run(dataset).name).items(): save_figure(fig, out, name); plt.close(fig)
     return rep.key_numbers(), {**rep.tables(), "key_numbers": pd.DataFrame([rep.key_numbers()])}
 
 # %% ../nbs/08_diagnose.ipynb #e4e64eaf
@@ -178,7 +175,7 @@ def complexity_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict
     table = scene_table(ws.embeddings(dataset), ws.data(dataset), n_objects=2, name=run.name)
     rows = sweep(table, run.name, list(b.cells), list(b.coverages), [0], out, steps=b.steps, eval_every=b.eval_every, device=ws.device, progress=ws.progress)
     summary = summarize_complexity(rows)
-    save_png(plot_complexity(summary), out / "fig4_complexity.png")
+    fig = plot_complexity(summary, out); plt.close(fig)
     middle = summary[summary.coverage == summary.coverage.iloc[(summary.coverage - 0.5).abs().argmin()]]   # the coverage nearest one half
     numbers = {"middle coverage": float(middle.coverage.iloc[0]), "held-out object recognition, middle coverage": float(middle.object_acc.max()),
                "held-out concept recognition, middle coverage": float(middle.concept_acc.max()),
@@ -277,11 +274,6 @@ def torch_threads(n: int):
     try: yield
     finally: torch.set_num_threads(before)
 
-def save_png(fig, path: Path) -> None:
-    "Write `fig` as a PNG, atomically, and close it."
-    with atomic_file(path) as f: fig.savefig(f, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-
 # %% ../nbs/08_diagnose.ipynb #f14a5a87
 def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: str = "", progress: bool = True, dataset_options: dict | None = None) -> dict:
     "Run every stage of `diag` into `out` (each saved as it ends; finished ones read back), then write its report; the summary."
@@ -375,6 +367,12 @@ def leaderboard_cli(paths: Param("report folders or summary.json files", str, na
 
 COMMANDS = {"diagnose": diagnose_cli, "leaderboard": leaderboard_cli}
 
+def _underscored(arg: str) -> str:
+    "An option as fastcore's parser names it: `--text-encoder=x` reads as `--text_encoder=x`; other arguments unchanged."
+    if not arg.startswith("--"): return arg
+    name, eq, value = arg[2:].partition("=")
+    return "--" + name.replace("-", "_") + eq + value
+
 def main() -> None:
     "The `binding_nb` console command: `binding_nb diagnose ...` or `binding_nb leaderboard ...`."
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
@@ -383,6 +381,5 @@ def main() -> None:
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
     sys.argv[0] = f"binding_nb {name}"
-    sys.argv[1:] = [a[:2] + a[2:].split("=")[0].replace("-", "_") + a[2:][len(a[2:].split("=")[0]):] if a.startswith("--") else a
-                    for a in sys.argv[1:]]                              # --text-encoder reads as --text_encoder
+    sys.argv[1:] = [_underscored(a) for a in sys.argv[1:]]
     COMMANDS[name]()
