@@ -17,14 +17,15 @@ import torch.nn.functional as F
 
 from .geometry import Probes, SceneTable, r2_score
 from .geometry.probes import DEAD_DIMENSION
+from .form_fits import finish_lbfgs, moment_start
 from .loop import fit, TrainState, TrainingDiverged
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
 from .utils import make_generator, number_in, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'one_hot_scenes', 'chain_product', 'BindingMLP', 'Form', 'FormProbe', 'Approximator',
-           'train_torch', 'Standardised', 'Family', 'family', 'memorises', 'fit_approximator', 'unprobed',
-           'score_approximator', 'held_out_reference', 'form_embeddings']
+           'train_torch', 'Standardised', 'Family', 'family', 'free_directions', 'memorises', 'fit_approximator',
+           'unprobed', 'score_approximator', 'held_out_reference', 'form_encoder', 'form_embeddings', 'form_queries']
 
 # %% ../nbs/04a_approximators.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -155,6 +156,8 @@ class Approximator:
     best_step: int = 0             # the checkpoint kept (torch families: the step of the lowest validation loss)
     val_loss: float = float("nan")
     monitored: list = field(default_factory=list)   # a monitor's numbers at each validation step (`fit_approximator`'s `monitor`)
+    start: int = 0                 # the start kept: -1 the moment start, i >= 0 the random start of seed + i
+    finish_step: int = 0           # the L-BFGS iteration kept (0: none, or the start itself)
 
     def predict(self, values: np.ndarray, chunk: int = 65536) -> np.ndarray:
         values = np.asarray(values)
@@ -237,20 +240,52 @@ def family(name: str) -> Family:
     if name not in FAMILIES: raise ValueError(f"unknown approximator family {name!r}: use one of {list(FAMILIES)}")
     return FAMILIES[name]
 
-def memorises(name: str, capacity: int, fit_objects: int) -> bool:
-    "Whether a fit of family `name` can memorise its fit objects: a product form whose rank is at least the number of objects it is fitted on (the products of those objects can then be any vectors, and the head can map each to its target)."
+def free_directions(form: Form, rank: int, values_per_concept: Sequence[int]) -> int:
+    "Per slot, how many functions of an object a form probe of `rank` can fit freely: `rank` product columns, and the sum block's sum_k V_k - (C - 1) additive directions (one intercept per concept, less the one they share)."
+    additive = sum(values_per_concept) - (len(values_per_concept) - 1)
+    return rank * (form.product is not None) + additive * form.sum_block
+
+def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Sequence[int]) -> bool:
+    "Whether a fit of family `name` can memorise its fit objects: a form probe whose free directions per slot (`free_directions`) are at least the number of objects it is fitted on (their embeddings can then be any vectors, and the head can map each to its target)."
     form = family(name).form
-    return form is not None and form.product is not None and capacity >= fit_objects
+    return form is not None and free_directions(form, capacity, values_per_concept) >= fit_objects
 
 # %% ../nbs/04a_approximators.ipynb #291b9aa5
+def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, capacity: int,
+               lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float, init_mean: float, start: int,
+               finish: int, monitor: Callable | None) -> tuple[nn.Module, float, int, int, list[dict]]:
+    "One start of a torch family: random (`start` >= 0, seed `seed + start`, Adam for `steps`) or the moment start (`start` -1), then up to `finish` L-BFGS iterations in double precision. The model, its validation loss, the Adam step and L-BFGS iteration kept, and what `monitor` logged."
+    with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
+        torch.manual_seed(seed + max(start, 0))
+        model = Standardised(fam.make(space.values_per_concept, X.shape[1], Y.shape[1], capacity, init, init_mean), Y).to(X.device)
+    watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y.shape[1]).predict)   # the weights of now
+    Ys, Yvs, step, kept = model.standardise(Y), model.standardise(Yv), 0, 0
+    if start < 0:
+        model = model.double()
+        moment_start(model.inner, X, Ys.double(), seed)
+        with torch.no_grad(): loss = float(((model.inner(Xv) - Yvs.double()) ** 2).mean())
+        logged = [dict(step=0, **watch())] if watch else []
+    else:
+        _, step, loss, logged = train_torch(model.inner, X, Ys, Xv, Yvs, lr, steps, batch_size, eval_every, seed + start, watch)
+    if finish:
+        model = model.double()
+        kept, loss, more = finish_lbfgs(model.inner, X, Ys.double(), Xv, Yvs.double(), finish, eval_every, watch)
+        logged += [dict(m, step=m["step"] + steps * (start >= 0)) for m in more[1:]]   # L-BFGS iterations counted after Adam's steps
+    return model.eval(), loss, step, kept, [dict(m, start=start) for m in logged]
+
 def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
         seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
-        monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None) -> Approximator:
-    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2); `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select."
+        monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None,
+        starts: int = 1, moment: bool = False, finish: int = 0) -> Approximator:
+    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2); `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select. Torch families: `starts` random starts (seeds `seed`, `seed + 1`, ...), with `moment` a form probe's moment start too, each finished by up to `finish` L-BFGS iterations in double precision; the start of lowest validation loss is kept."
     fam = family(family_name)
     capacity = whole_number(capacity, "capacity", low=0 if fam.kind == "tree" else 1)
     init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
+    if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
+    starts, finish = whole_number(starts, "starts", low=0 if moment else 1), whole_number(finish, "finish", low=0)
+    if moment and fam.form is None: raise ValueError(f"a moment start is computed for a form probe; {fam.name} has no form: drop moment")
+    if fam.kind == "tree" and (starts != 1 or finish): raise ValueError(f"{fam.name} is fitted once, not from starts: drop starts and finish")
     X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
     if (X_train < 0).any() or (X_val < 0).any(): raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer objects")
     Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)
@@ -266,15 +301,17 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         app.val_loss = float(((app.predict(X_val) - Y_val) ** 2).mean())
         if monitor is not None: app.monitored = [dict(step=0, **monitor(app.predict))]
         return app
-    dev = resolve_device(device)
-    t = lambda a: torch.as_tensor(a, device=dev)
-    with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
-        torch.manual_seed(seed)
-        model = Standardised(fam.make(space.values_per_concept, X_train.shape[1], Y_train.shape[1], capacity, init, init_mean), t(Y_train)).to(dev)
-    watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y_train.shape[1]).predict)   # the weights of now
-    _, step, loss, monitored = train_torch(model.inner, t(X_train), model.standardise(t(Y_train)), t(X_val), model.standardise(t(Y_val)), lr,
-                                           whole_number(steps, "steps", low=1), batch_size, eval_every, seed, watch)
-    return Approximator(fam.name, model.eval(), space, Y_train.shape[1], step, loss, monitored)
+    t = lambda a: torch.as_tensor(a, device=resolve_device(device))
+    steps, best, logged, diverged = whole_number(steps, "steps", low=1), None, [], None
+    for start in [-1] * moment + list(range(starts)):
+        try: model, loss, step, kept, seen = _one_start(fam, space, t(X_train), t(Y_train), t(X_val), t(Y_val), capacity, lr, steps, batch_size,
+                                                        eval_every, seed, init, init_mean, start, finish, monitor)
+        except TrainingDiverged as e: diverged = e; continue          # another start may converge
+        logged += seen
+        if best is None or loss < best.val_loss: best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept)
+    if best is None: raise diverged
+    best.monitored = logged
+    return best
 
 # %% ../nbs/04a_approximators.ipynb #a171bbe0
 def unprobed(rows: np.ndarray, probes: Probes) -> np.ndarray:
@@ -303,16 +340,33 @@ def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> d
                 **({"bag_of_concepts_acc_in_batch": acc["bag_of_concepts_acc_in_batch"]} if "bag_of_concepts_acc_in_batch" in acc else {}))
 
 # %% ../nbs/04a_approximators.ipynb #c0a7e1d2
-def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> np.ndarray:
-    "Embeddings `[n, dim]` of the two-or-more-object `scenes[n, m, C]` by a random encoder of exactly `form` (a `Form` or a probe family's name): tables N(0, 1) of width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the encoder is."
+def form_encoder(space: ConceptSpace, n_slots: int, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> FormProbe:
+    "A random encoder of exactly `form` (a `Form` or a probe family's name) over `n_slots` slots: tables N(0, 1) of width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the encoder is."
     if isinstance(form, str):
         form = family(form).form
         if form is None: raise ValueError(f"not a form probe: use one of {list(FORMS)}")
-    scenes = np.asarray(check_scenes(space, np.asarray(scenes)))
-    if (scenes < 0).any(): raise ValueError("form_embeddings needs scenes whose slots are all filled (no -1): a form has a table per slot")
-    encoder = FormProbe(space.values_per_concept, scenes.shape[1], whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), form)
+    encoder = FormProbe(space.values_per_concept, n_slots, whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), form)
     rng = np.random.default_rng(whole_number(seed, "seed", low=0))      # numpy's generator: never the stream a probe starts from
     with torch.no_grad():
         for p in encoder.parameters(): p.copy_(torch.as_tensor(rng.standard_normal(tuple(p.shape), dtype=np.float32)))
         encoder.head.weight.mul_(encoder.head.in_features ** -0.5); encoder.head.bias.zero_()
-        return encoder(torch.as_tensor(scenes)).numpy()
+    return encoder.eval()
+
+def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> np.ndarray:
+    "Embeddings `[n, dim]` of the two-or-more-object `scenes[n, m, C]` by the random encoder `form_encoder` draws."
+    scenes = np.asarray(check_scenes(space, np.asarray(scenes)))
+    if (scenes < 0).any(): raise ValueError("form_embeddings needs scenes whose slots are all filled (no -1): a form has a table per slot")
+    with torch.no_grad(): return form_encoder(space, scenes.shape[1], form, rank, dim, seed)(torch.as_tensor(scenes)).numpy()
+
+# %% ../nbs/04a_approximators.ipynb #37f9206a
+def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0, n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    "The own queries of the encoder `form_encoder` draws: per concept value `[sum V_k, dim]` (the mean of its objects') and per object `[|O|, dim]`, the head applied to its slot codes averaged over the slots."
+    encoder = form_encoder(space, n_slots, form, rank, dim, seed)
+    objects = torch.as_tensor(np.asarray(space.object_values(np.arange(space.n_objects))))         # [|O|, C]
+    idx = encoder.index(objects[:, None, :].expand(-1, n_slots, -1), per_slot=not encoder.form.shared)   # [|O|, m, C]
+    with torch.no_grad():
+        blocks = ([chain_product(F.embedding(idx, encoder.v), 2)] if encoder.form.product else []) + \
+                 ([F.embedding(idx, encoder.u).sum(2)] if encoder.form.sum_block else [])
+        obj = (torch.cat(blocks, 2).mean(1) @ encoder.head.weight.T).numpy()
+    member = membership(np.asarray(space.value_index(objects.numpy()))[:, :, None].reshape(len(obj), -1), space.n_values, dtype=np.float32)   # [|O|, sum V_k]
+    return (member.T @ obj) / member.sum(0)[:, None], obj

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 
 from .approximators import family, held_out_reference, score_approximator
 from .cache import check_cache_dir, read_cache, write_cache
@@ -29,11 +30,11 @@ from .utils import (file_signature, fingerprint, in_processes, is_set_aside, mak
                               whole_number, writable_folder)
 
 # %% auto #0
-__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'FIG9_PROTOCOLS',
-           'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding',
-           'approximator_seed', 'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal', 'known_binding',
-           'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study',
-           'pearson_interval', 'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms',
+__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'BINDS',
+           'FIG9_PROTOCOLS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split',
+           'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal',
+           'known_binding', 'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study',
+           'binding_study', 'association', 'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms',
            'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
@@ -304,27 +305,46 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])
 
 # %% ../nbs/06_learned_binding.ipynb #c739372b
-def pearson_interval(x, y, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
-    "Pearson r of paired `x`, `y`, and its 95% bootstrap interval over the pairs (percentile; constant resamples skipped)."
+BINDS = 0.8   # a model binds when its own held-out object recognition is above this
+
+def _pearson(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    "Pearson r of `a` and `b` along `axis` (NaN where either is constant)."
+    a, b = a - a.mean(axis, keepdims=True), b - b.mean(axis, keepdims=True)
+    den = np.sqrt((a * a).sum(axis) * (b * b).sum(axis))
+    return np.where(den > 1e-12, (a * b).sum(axis) / np.where(den > 1e-12, den, 1.0), np.nan)
+
+def _interval(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
+    "The 95% percentile interval of r over `n_boot` resamples of the pairs (constant resamples skipped)."
+    idx = np.random.default_rng(seed).integers(len(x), size=(n_boot, len(x)))
+    rb = _pearson(x[idx], y[idx])
+    return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))
+
+def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5, binds: float = BINDS) -> dict[str, float]:
+    "How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95% bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds` bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than `n_boot`), and r among the models whose `x` is above `binds`."
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.ndim != 1 or x.shape != y.shape: raise ValueError(f"pearson_interval pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
+    if x.ndim != 1 or x.shape != y.shape: raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
+    n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, n = x[ok], y[ok], int(ok.sum())
-    nan = float("nan")
-    if n < 3 or x.std() == 0 or y.std() == 0: return dict(r=nan, r_low=nan, r_high=nan, n_models=n)
-    idx = np.random.default_rng(seed).integers(n, size=(whole_number(n_boot, "n_boot", low=1), n))
-    xb, yb = x[idx] - x[idx].mean(1, keepdims=True), y[idx] - y[idx].mean(1, keepdims=True)
-    den = np.sqrt((xb ** 2).sum(1) * (yb ** 2).sum(1))
-    rb = (xb * yb).sum(1)[den > 1e-12] / den[den > 1e-12]
-    return dict(r=float(np.corrcoef(x, y)[0, 1]), r_low=float(np.percentile(rb, 2.5)), r_high=float(np.percentile(rb, 97.5)), n_models=n)
+    bind = x > binds
+    out = dict.fromkeys(["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"], float("nan"))
+    out.update(n_models=n, n_binders=int(bind.sum()))
+    if n < 3 or x.std() == 0 or y.std() == 0: return out
+    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])          # seed, seed + 1, ...: the first is reported
+    p = stats.permutation_test((x,), lambda a, axis=-1: _pearson(a, y, axis), permutation_type="pairings", vectorized=True,   # x's order against y's
+                               n_resamples=n_boot, rng=seed).pvalue
+    out.update(r=float(_pearson(x, y)), r_low=ends[0, 0], r_high=ends[0, 1], r_low_spread=float(np.ptp(ends[:, 0])),
+               r_high_spread=float(np.ptp(ends[:, 1])), spearman=float(stats.spearmanr(x, y).statistic), p_permutation=float(p),
+               r_binders=float(_pearson(x[bind], y[bind])) if bind.sum() >= 3 else float("nan"))
+    return out
 
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
 FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                              # exhaustive, selected on validation
                   "paper": ("model_object_acc_in_batch_test_selected", "object_acc_in_batch_test_selected")}   # in-batch, best step and setting on test
 
-def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 2000, seed: int = 0,
+def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 10_000, seed: int = 0,
                            protocol: str = "ours") -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and r per form and (C, V), and over all spaces. `protocol` 'ours': exhaustive, the form's setting chosen on validation; 'paper': in-batch, each at its step and the form at its setting best on test (optimistic)."
+    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and `association` per form and (C, V), and over all spaces. `protocol` 'ours': exhaustive, the form's setting chosen on validation; 'paper': in-batch, each at its step and the form at its setting best on test (optimistic)."
     if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
     forms, (x, y) = list(forms), FIG9_PROTOCOLS[protocol]
     keys = ["form", "C", "V", "architecture", "run", "model_coverage"]
@@ -337,8 +357,9 @@ def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_p
     points = rows.groupby(keys, as_index=False)[[x, y, *extra]].mean()
     groups = [((f, C, V), d) for (f, C, V), d in points.groupby(["form", "C", "V"])]
     groups += [((f, "all", "all"), d) for f, d in points.groupby("form") if d[["C", "V"]].drop_duplicates().shape[0] > 1]
-    table = pd.DataFrame([{"form": f, "C": C, "V": V, **pearson_interval(d[x], d[y], n_boot, seed)} for (f, C, V), d in groups],
-                         columns=["form", "C", "V", "r", "r_low", "r_high", "n_models"])
+    table = pd.DataFrame([{"form": f, "C": C, "V": V, **association(d[x], d[y], n_boot, seed)} for (f, C, V), d in groups],
+                         columns=["form", "C", "V", "r", "r_low", "r_high", "n_models", "r_low_spread", "r_high_spread", "spearman", "p_permutation",
+                                  "r_binders", "n_binders"])
     return points, table.sort_values("form", key=lambda s: s.map(forms.index), kind="stable").reset_index(drop=True)
 
 # %% ../nbs/06_learned_binding.ipynb #3b961a9b
@@ -389,17 +410,21 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
-def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, output_dir=None, name: str = "fig9_form_vs_generalisation"):
-    "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval."
+def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, output_dir=None, name: str = "fig9_form_vs_generalisation",
+                                protocol: str = "ours"):
+    "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval; `protocol`: which of `FIG9_PROTOCOLS` the points were measured under."
+    if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
+    x, y = FIG9_PROTOCOLS[protocol]
+    how = "" if protocol == "ours" else " (in-batch, best on test)"
     forms = list(dict.fromkeys(table.form)) or ["global_product"]
     fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.2), squeeze=False, sharey=True)
     archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}          # one colour per architecture, in every panel
     for ax, form in zip(axes[0], forms):
-        for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d.model_object_acc, d.object_acc, color=archs[arch], s=22, label=arch)
+        for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d[x], d[y], color=archs[arch], s=22, label=arch)
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
         lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table[table.form == form].itertuples()]
-        ax.set(xlabel="the model's held-out object recognition", xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
+        ax.set(xlabel="the model's held-out object recognition" + how, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("the form's held-out object recognition"); axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_ylabel("the form's held-out object recognition" + how); axes[0, 0].legend(fontsize=7)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

@@ -68,60 +68,77 @@ class Cell:
     lr: float
     init: float = 1.0              # form probes only (the paper: N(0, 1))
     init_mean: float = 0.0
+    starts: int = 1                # torch families: random starts (ours; the paper: one)
+    moment: bool = False           # form probes: the moment start of 04c too (ours)
+    finish: int = 0                # torch families: L-BFGS iterations after each start (ours; 0: none)
 
     def __post_init__(self):
         fam, lr = family(self.family), self.lr
         if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
             need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
             raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
+        if self.solver() and fam.kind == "tree": raise ValueError(f"{self.family} is fitted once: starts, moment and finish apply to the torch families")
+        if self.moment and fam.form is None: raise ValueError(f"a moment start is a form probe's; {self.family} has none")
 
     @property
     def is_probe(self) -> bool: return family(self.family).form is not None
+
+    def solver(self) -> dict:
+        "How it is fitted, where that is not the default of one Adam start: `starts`, `moment` (0 or 1) and `finish`; empty for the default."
+        return {} if (self.starts, self.moment, self.finish) == (1, False, 0) else dict(starts=self.starts, moment=int(self.moment), finish=self.finish)
 
     def columns(self) -> dict:
         "Its settings as results-table columns; a family that is not a form probe has no `init`, `init_mean` or `form`."
         probe = (dict(init=self.init, init_mean=self.init_mean, form=family(self.family).form.formula) if self.is_probe
                  else dict(init=np.nan, init_mean=np.nan, form=np.nan))
-        return dict(family=self.family, capacity=self.capacity, lr=self.lr, **probe)
+        return dict(family=self.family, capacity=self.capacity, lr=self.lr, **probe, **self.solver())
 
     def key(self) -> tuple:
         "What of it enters a fit's key: family, capacity and learning rate, and a form probe's form and initialisation, so that a changed probe is fitted anew, never served."
         lr = None if np.isnan(self.lr) else self.lr
-        return (self.family, self.capacity, lr) + ((family(self.family).form.formula, self.init, self.init_mean) if self.is_probe else ())
+        solver = tuple(self.solver().values())                  # none for the default: the keys of earlier tables stand
+        return (self.family, self.capacity, lr) + ((family(self.family).form.formula, self.init, self.init_mean) if self.is_probe else ()) + solver
 
     def label(self) -> str:
-        "The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`."
+        "The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`, then how it is fitted where that is not one Adam start: `, 2 starts + moment, L-BFGS 500`."
         init = f", N({self.init_mean:g}, {self.init:g}^2)" if self.is_probe else ""
-        return f"{self.capacity}" + ("" if np.isnan(self.lr) else f" @ {self.lr:g}") + init
+        starts = " + ".join(([f"{self.starts} start" + "s" * (self.starts != 1)] if self.starts else []) + ["moment"] * self.moment)
+        solver = f", {starts}" + (f", L-BFGS {self.finish}" if self.finish else "") if self.solver() else ""
+        return f"{self.capacity}" + ("" if np.isnan(self.lr) else f" @ {self.lr:g}") + init + solver
 
 # %% ../nbs/04b_sweeps.ipynb #5e62cb78
 def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096), lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
          depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3), ranks: Sequence[int] | None = None,
-         inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None) -> list[Cell]:
-    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited."
+         inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None,
+         starts: int = 1, moment: bool = False, finish: int = 0) -> list[Cell]:
+    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited. `starts`, `finish`: every torch family's; `moment`: every form probe's (`fit_approximator`)."
     families = name_list(families, "families")
     if not families: raise ValueError(f"no approximator family given: pass some of {list(FAMILIES)}")
     ranks, forest_depths = widths if ranks is None else ranks, depths if forest_depths is None else forest_depths
     if not len(inits) or not len(init_means): raise ValueError("inits and init_means must each hold a value: the form probes start from them")
     inits = [number_in(s, "inits", 0, low_open=True) for s in inits]
     means = [number_in(m, "init_means") for m in init_means]
+    if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
+    solver = dict(starts=whole_number(starts, "starts", low=0 if moment else 1), finish=whole_number(finish, "finish", low=0))
     cells = []
     for name in families:
         fam = family(name)
         if fam.kind == "tree":
             caps, rates = (depths, tree_lrs) if fam.uses_lr else (forest_depths, [float("nan")])
             cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=0), float(r)) for c in caps for r in rates]
-        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r)) for c in widths for r in lrs]
+        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r), starts=max(solver["starts"], 1),
+                                              finish=solver["finish"]) for c in widths for r in lrs]
         else:
             means_here = means if fam.form.product else means[:1]
-            cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu) for c in ranks for r in lrs for s in inits for mu in means_here]
+            cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu, moment=bool(moment), **solver)
+                      for c in ranks for r in lrs for s in inits for mu in means_here]
     if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
     return cells
 
 # %% ../nbs/04b_sweeps.ipynb #0b5e7a11
 def best_over_steps(monitored: list[dict]) -> dict[str, float]:
     "The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan where one is missing)."
-    names = sorted({k for m in monitored for k in m} - {"step"})
+    names = sorted({k for m in monitored for k in m} - {"step", "start"})
     return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
 
 # %% ../nbs/04b_sweeps.ipynb #2ed545c7
@@ -131,17 +148,18 @@ def fit_objects(table: SceneTable, rows: np.ndarray) -> int:
     "How many distinct objects the scenes `rows` of `table` hold: what a form probe's rank must stay below."
     return len(np.unique(table.ids[rows]))
 
-def regime(cell: Cell, n_objects: int) -> str:
-    "'memorises' for a fit that can memorise its `n_objects` fit objects (`memorises`), else 'ok'."
-    return "memorises" if memorises(cell.family, cell.capacity, n_objects) else "ok"
+def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int]) -> str:
+    "'memorises' for a fit that can memorise its `n_objects` fit objects of a space of `values_per_concept` (`memorises`), else 'ok'."
+    return "memorises" if memorises(cell.family, cell.capacity, n_objects, values_per_concept) else "ok"
 
-def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int]) -> None:
+def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int]) -> None:
     "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)."
-    hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items() if regime(c, n) == "memorises"})
-    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) have a rank at least the number of objects they are fitted on, so they can memorise "
-                           f"them and their held-out numbers mean little (regime 'memorises' in the table): "
+    hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items() if regime(c, n, values_per_concept) == "memorises"})
+    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) have at least as many free directions per slot (the rank, and sum_k V_k - C + 1 with a sum "
+                           f"block) as the objects they are fitted on, so they can memorise them and their held-out numbers mean little (regime "
+                           f"'memorises' in the table): "
                            + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
-                           + ". Choose ranks below the number of fit objects, or a larger space or fraction", stacklevel=3)
+                           + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
 
 def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000, batch_size: int | None = 4096,
              eval_every: int = 50, device="auto", reference: dict | None = None,
@@ -150,12 +168,12 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours)."
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
     base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
-                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit, regime=regime(cell, n_fit),
+                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit, regime=regime(cell, n_fit, table.space.values_per_concept),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
-                  None if watch is None else lambda predict: watch(predict, split.test))
+                  None if watch is None else lambda predict: watch(predict, split.test), cell.starts, cell.moment, cell.finish)
     except TrainingDiverged:
         nan = float("nan")
         return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2", "train_r2"], nan),
@@ -164,7 +182,8 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
             **(more(app, split.test) if more else {}), **best_over_steps(app.monitored),
             "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])),
-            "best_step": app.best_step, "seconds": _seconds_since(t0), "status": "ok"}
+            "best_step": app.best_step, **(dict(start=app.start, finish_step=app.finish_step) if cell.solver() else {}),
+            "seconds": _seconds_since(t0), "status": "ok"}
 
 # %% ../nbs/04b_sweeps.ipynb #21332b3a
 def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
@@ -192,7 +211,7 @@ def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:
     want = made.reindex(df.cell.astype(str)).set_axis(df.index)
     why = pd.Series("", index=df.index)
     for col in made.columns:
-        have, exp = df[col], want[col]
+        have, exp = df[col] if col in df else pd.Series(np.nan, index=df.index), want[col]   # a column older tables lack: empty
         if col in ("run", "family"): differs = have.astype(str) != exp.astype(str)
         else:
             h, e = pd.to_numeric(have, errors="coerce").to_numpy(float), exp.to_numpy(float)
@@ -237,7 +256,7 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
     draw = split_seed or (lambda s: s)
     splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}   # every split checked first
     path = results.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    warn_memorisation(cells, {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()})
+    warn_memorisation(cells, {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()}, table.space.values_per_concept)
     return SweepPlan(run, table, cells, splits, steps, batch_size, eval_every, results, path)
 
 def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto", progress: bool = True,
@@ -269,7 +288,9 @@ def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "fam
 
 def setting_labels(rows: pd.DataFrame) -> list[str]:
     "Each row's setting as `Cell.label` writes it, with ' (memorises)' where the fit could memorise its objects."
-    cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)))
+    solver = lambda r: {k: int(getattr(r, k)) for k in ("starts", "moment", "finish") if pd.notna(getattr(r, k, np.nan))}
+    cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)),
+                          **{k: bool(x) if k == "moment" else x for k, x in solver(r).items()})
     return [cell(r).label() + (" (memorises)" if r.regime == "memorises" else "") for r in rows.itertuples()]
 
 # %% ../nbs/04b_sweeps.ipynb #4b5e0a02

@@ -85,13 +85,14 @@ def test_nothing_recovers_a_table():
 
 
 def test_memorising_fits_are_named_and_warned(tmp_path):
-    "A probe whose rank reaches the number of objects it is fitted on is warned about and marked in the table."
+    "A probe whose free directions per slot (rank, and the sum block's sum V_k - C + 1) reach the number of objects it is fitted on is warned about and marked in the table."
     scenes = all_pairs(SPACE)
     t = scene_table(toy_embeddings(SPACE, scenes, "objects", dim=8), (scenes, SPACE), n_objects=2)
     with pytest.warns(UserWarning, match="can memorise"):
-        rows = sweep(t, "toy", [Cell("per_object_product", 32, 1e-2, 0.3), Cell("per_object_product", 4, 1e-2, 0.3)], [0.5], [0], tmp_path,
+        rows = sweep(t, "toy", [Cell("per_object_product", 1, 1e-2, 0.3), Cell("per_object_product_nosum", 4, 1e-2, 0.3)], [0.5], [0], tmp_path,
                      steps=10, device="cpu", progress=False)
-    assert rows.set_index("capacity").regime.to_dict() == {4: "ok", 32: "memorises"} and (rows.fit_objects == 11).all()
+    assert rows.set_index("family").regime.to_dict() == {"per_object_product_nosum": "ok", "per_object_product": "memorises"}   # 4 < 11; 1 + (8 + 3 - 1) = 11
+    assert (rows.fit_objects == 11).all()
 
 
 def test_rows_of_an_earlier_probe_form_are_set_aside_and_refitted(tmp_path):
