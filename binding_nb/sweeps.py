@@ -145,7 +145,7 @@ def best_over_steps(monitored: list[dict]) -> dict[str, float]:
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
 
 def fit_objects(table: SceneTable, rows: np.ndarray) -> int:
-    "How many distinct objects the scenes `rows` of `table` hold: what a form probe's rank must stay below."
+    "How many distinct objects the scenes `rows` of `table` hold: what a form probe's free directions per slot must stay below."
     return len(np.unique(table.ids[rows]))
 
 def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int]) -> str:
