@@ -124,7 +124,7 @@ class FormProbe(_ConceptInput):
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
         "`head(features(values))`, with every block but the global product formed once per distinct (slot, object): the head is linear."
-        rows, where = self._objects(values)                       # table rows [K, C] of the distinct (slot, object)s; [n, m]: which one
+        rows, where = self.distinct_objects(values)                       # table rows [K, C] of the distinct (slot, object)s; [n, m]: which one
         W, r = self.head.weight, self.rank
         per_object = 0
         if self.form.sum_block: per_object = F.embedding(rows, self.u).sum(1) @ W[:, -r:].T        # [K, d]
@@ -135,7 +135,7 @@ class FormProbe(_ConceptInput):
         if self.form.product == "global": out = out + functools.reduce(operator.mul, (products[where[:, i]] for i in slots)) @ W[:, :r].T
         return out
 
-    def _objects(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def distinct_objects(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         "The table rows `[K, C]` of the distinct objects (per slot, unless shared) in `values[n, m, C]`, and which of them each slot holds `[n, m]`."
         idx = self.index(values, per_slot=not self.form.shared)
         key = (values.long() * self.strides).sum(2)
@@ -241,12 +241,15 @@ def family(name: str) -> Family:
     return FAMILIES[name]
 
 def free_directions(form: Form, rank: int, values_per_concept: Sequence[int]) -> int:
-    "Per slot, how many functions of an object a form probe of `rank` can fit freely: `rank` product columns, and the sum block's sum_k V_k - (C - 1) additive directions (one intercept per concept, less the one they share)."
+    """Per slot, how many functions of an object a form probe of `rank` can fit freely: `rank` product columns, and the
+    sum block's sum_k V_k - (C - 1) additive directions (one intercept per concept, less the one they share)."""
     additive = sum(values_per_concept) - (len(values_per_concept) - 1)
     return rank * (form.product is not None) + additive * form.sum_block
 
 def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Sequence[int]) -> bool:
-    "Whether a fit of family `name` can memorise its fit objects: a form probe whose free directions per slot (`free_directions`) are at least the number of objects it is fitted on (their embeddings can then be any vectors, and the head can map each to its target)."
+    """Whether a fit of family `name` can memorise its fit objects: a form probe whose free directions per slot
+    (`free_directions`) are at least the number of objects it is fitted on (their embeddings can then be any vectors,
+    and the head can map each to its target)."""
     form = family(name).form
     return form is not None and free_directions(form, capacity, values_per_concept) >= fit_objects
 
@@ -254,11 +257,15 @@ def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Se
 def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, capacity: int,
                lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float, init_mean: float, start: int,
                finish: int, monitor: Callable | None) -> tuple[nn.Module, float, int, int, list[dict]]:
-    "One start of a torch family: random (`start` >= 0, seed `seed + start`, Adam for `steps`) or the moment start (`start` -1), then up to `finish` L-BFGS iterations in double precision. The model, its validation loss, the Adam step and L-BFGS iteration kept, and what `monitor` logged."
-    with torch.random.fork_rng(devices=[]):                            # seeded initial weights; the global generator is left alone
+    """One start of a torch family: random (`start` >= 0, seed `seed + start`, Adam for `steps`) or the moment start
+    (`start` -1), then up to `finish` L-BFGS iterations in double precision. The model, its validation loss, the Adam
+    step and L-BFGS iteration kept, and what `monitor` logged."""
+    # seeded initial weights; the global generator is left alone
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + max(start, 0))
         model = Standardised(fam.make(space.values_per_concept, X.shape[1], Y.shape[1], capacity, init, init_mean), Y).to(X.device)
-    watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y.shape[1]).predict)   # the weights of now
+    # the weights of now
+    watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y.shape[1]).predict)
     Ys, Yvs, step, kept = model.standardise(Y), model.standardise(Yv), 0, 0
     if start < 0:
         model = model.double()
@@ -278,14 +285,20 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
         monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None,
         starts: int = 1, moment: bool = False, finish: int = 0) -> Approximator:
-    "Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`, selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2); `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select. Torch families: `starts` random starts (seeds `seed`, `seed + 1`, ...), with `moment` a form probe's moment start too, each finished by up to `finish` L-BFGS iterations in double precision; the start of lowest validation loss is kept."
+    """Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`,
+    selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2);
+    `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select. Torch families:
+    `starts` random starts (seeds `seed`, `seed + 1`, ...), with `moment` a form probe's moment start too, each
+    finished by up to `finish` L-BFGS iterations in double precision; the start of lowest validation loss is kept."""
     fam = family(family_name)
     capacity = whole_number(capacity, "capacity", low=0 if fam.kind == "tree" else 1)
     init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
     if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
     starts, finish = whole_number(starts, "starts", low=0 if moment else 1), whole_number(finish, "finish", low=0)
-    if moment and fam.form is None: raise ValueError(f"a moment start is computed for a form probe; {fam.name} has no form: drop moment")
-    if fam.kind == "tree" and (starts != 1 or finish): raise ValueError(f"{fam.name} is fitted once, not from starts: drop starts and finish")
+    if moment and fam.form is None:
+        raise ValueError(f"a moment start is computed for a form probe; {fam.name} has no form: drop moment")
+    if fam.kind == "tree" and (starts != 1 or finish):
+        raise ValueError(f"{fam.name} is fitted once, not from starts: drop starts and finish")
     X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
     if (X_train < 0).any() or (X_val < 0).any(): raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer objects")
     Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)
@@ -301,14 +314,16 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         app.val_loss = float(((app.predict(X_val) - Y_val) ** 2).mean())
         if monitor is not None: app.monitored = [dict(step=0, **monitor(app.predict))]
         return app
-    t = lambda a: torch.as_tensor(a, device=resolve_device(device))
+    dev = resolve_device(device)
+    data = [torch.as_tensor(a, device=dev) for a in (X_train, Y_train, X_val, Y_val)]
     steps, best, logged, diverged = whole_number(steps, "steps", low=1), None, [], None
     for start in [-1] * moment + list(range(starts)):
-        try: model, loss, step, kept, seen = _one_start(fam, space, t(X_train), t(Y_train), t(X_val), t(Y_val), capacity, lr, steps, batch_size,
-                                                        eval_every, seed, init, init_mean, start, finish, monitor)
+        try: model, loss, step, kept, seen = _one_start(fam, space, *data, capacity, lr, steps, batch_size, eval_every, seed, init, init_mean,
+                                                        start, finish, monitor)
         except TrainingDiverged as e: diverged = e; continue          # another start may converge
         logged += seen
-        if best is None or loss < best.val_loss: best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept)
+        if best is None or loss < best.val_loss:
+            best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept)
     if best is None: raise diverged
     best.monitored = logged
     return best
@@ -341,7 +356,9 @@ def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> d
 
 # %% ../nbs/04a_approximators.ipynb #c0a7e1d2
 def form_encoder(space: ConceptSpace, n_slots: int, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> FormProbe:
-    "A random encoder of exactly `form` (a `Form` or a probe family's name) over `n_slots` slots: tables N(0, 1) of width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the encoder is."
+    """A random encoder of exactly `form` (a `Form` or a probe family's name) over `n_slots` slots: tables N(0, 1) of
+    width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the
+    encoder is."""
     if isinstance(form, str):
         form = family(form).form
         if form is None: raise ValueError(f"not a form probe: use one of {list(FORMS)}")
@@ -359,8 +376,10 @@ def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, r
     with torch.no_grad(): return form_encoder(space, scenes.shape[1], form, rank, dim, seed)(torch.as_tensor(scenes)).numpy()
 
 # %% ../nbs/04a_approximators.ipynb #37f9206a
-def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0, n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    "The own queries of the encoder `form_encoder` draws: per concept value `[sum V_k, dim]` (the mean of its objects') and per object `[|O|, dim]`, the head applied to its slot codes averaged over the slots."
+def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0,
+                 n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """The own queries of the encoder `form_encoder` draws: per concept value `[sum V_k, dim]` (the mean of its
+    objects') and per object `[|O|, dim]`, the head applied to its slot codes averaged over the slots."""
     encoder = form_encoder(space, n_slots, form, rank, dim, seed)
     objects = torch.as_tensor(np.asarray(space.object_values(np.arange(space.n_objects))))         # [|O|, C]
     idx = encoder.index(objects[:, None, :].expand(-1, n_slots, -1), per_slot=not encoder.form.shared)   # [|O|, m, C]
@@ -368,5 +387,5 @@ def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int
         blocks = ([chain_product(F.embedding(idx, encoder.v), 2)] if encoder.form.product else []) + \
                  ([F.embedding(idx, encoder.u).sum(2)] if encoder.form.sum_block else [])
         obj = (torch.cat(blocks, 2).mean(1) @ encoder.head.weight.T).numpy()
-    member = membership(np.asarray(space.value_index(objects.numpy()))[:, :, None].reshape(len(obj), -1), space.n_values, dtype=np.float32)   # [|O|, sum V_k]
+    member = membership(np.asarray(space.value_index(objects.numpy())), space.n_values, dtype=np.float32)   # [|O|, sum V_k]
     return (member.T @ obj) / member.sum(0)[:, None], obj

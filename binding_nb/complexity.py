@@ -32,17 +32,22 @@ __all__ = ['KNOWN_VALUES', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 
 KNOWN_VALUES = (30, 30)   # the known answers' space: 900 objects, 810,000 ordered two-object scenes
 
 def known_solver(finish: int = 500) -> dict:
-    "How the known answers fit each probe (ours): one random start from N(0, 0.3^2) and the moment start, each finished by `finish` L-BFGS iterations, the start chosen on validation."
+    """How the known answers fit each probe (ours): one random start from N(0, 0.3^2) and the moment start, each
+    finished by `finish` L-BFGS iterations, the start chosen on validation."""
     return dict(init=0.3, init_mean=0.0, starts=1, moment=True, finish=finish)
 
 def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64, steps: int = 300,
                  finish: int = 500) -> pd.DataFrame:
-    "Fit each of `families` at `rank` to a random encoder of the form `code` and that rank (None: a table, a random vector per object summed over the objects), on the scenes of half the objects of a seeded sample of `n_scenes` two-object scenes of a 30 x 30 space, as `fit_cell` fits a setting (`known_solver`, `steps` Adam steps for the random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."
+    """Fit each of `families` at `rank` to a random encoder of the form `code` and that rank (None: a table, a random
+    vector per object summed over the objects), on the scenes of half the objects of a seeded sample of `n_scenes`
+    two-object scenes of a 30 x 30 space, as `fit_cell` fits a setting (`known_solver`, `steps` Adam steps for the
+    random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."""
     from binding_nb.learned import QueryProbes          # here: §5.3's module loads the training code
     space = ConceptSpace(list(KNOWN_VALUES))
     pairs = all_pairs(space)
     pairs = pairs[(pairs[..., 0] >= 0).all(1)]
-    scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), whole_number(n_scenes, "n_scenes", low=1), replace=False))]
+    n_scenes = whole_number(n_scenes, "n_scenes", low=1)
+    scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n_scenes, replace=False))]
     name = f"{code}, rank {rank}" if code else "table"
     emb = form_embeddings(space, scenes, code, rank, dim, seed=1) if code else toy_embeddings(space, scenes, "table", dim=dim, noise=0)
     t = scene_table(emb, (scenes, space), name=name)
@@ -146,7 +151,8 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
 KNOWN_CODES = ("additive", "per_object_product", "global_product")
 
 def known_jobs(ranks: Sequence[int]) -> list[tuple]:
-    "The known answers at `ranks`, as `known_answer`'s arguments: per rank, each form's own probe (with the additive probe on the products), and both product probes on a table."
+    """The known answers at `ranks`, as `known_answer`'s arguments: per rank, each form's own probe (with the additive
+    probe on the products), and both product probes on a table."""
     jobs = []
     for r in ranks:
         jobs += [(code, r, [code] + ["additive"] * (code != "additive")) for code in KNOWN_CODES]
@@ -154,9 +160,13 @@ def known_jobs(ranks: Sequence[int]) -> list[tuple]:
     return jobs
 
 def known_failures(known: pd.DataFrame) -> list[str]:
-    "What in a table of known answers is wrong: an own probe below held-out R^2 0.95 or more than 0.05 from the code's own object recognition, the additive probe fitting a product code (R^2 0.9 or more), or a probe predicting a table (R^2 0.05 or more)."
-    own, add, table = known[known.family == known.code], known[(known.family == "additive") & (known.code != "additive")], known[known.code == "table"]
-    bad = [f"{r.encoder}: its own probe reaches held-out R^2 {r.r2:.3f}, object recognition {r.object_acc:.3f} against the code's {r.ceiling_object_acc:.3f}"
+    """What in a table of known answers is wrong: an own probe below held-out R^2 0.95 or more than 0.05 from the code's
+    own object recognition, the additive probe fitting a product code (R^2 0.9 or more), or a probe predicting a
+    table (R^2 0.05 or more)."""
+    own, table = known[known.family == known.code], known[known.code == "table"]
+    add = known[(known.family == "additive") & (known.code != "additive")]
+    bad = [f"{r.encoder}: its own probe reaches held-out R^2 {r.r2:.3f}, object recognition {r.object_acc:.3f} "
+           f"against the code's {r.ceiling_object_acc:.3f}"
            for r in own.itertuples() if not (r.r2 > 0.95 and abs(r.object_acc - r.ceiling_object_acc) <= 0.05)]
     bad += [f"{r.encoder}: the additive probe reaches R^2 {r.r2:.3f}" for r in add.itertuples() if not r.r2 < 0.9]
     return bad + [f"table: {r.family} rank {r.capacity:.0f} predicts it (R^2 {r.r2:.3f})" for r in table.itertuples() if not r.r2 < 0.05]

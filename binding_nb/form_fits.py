@@ -19,11 +19,14 @@ __all__ = ['indicator_least_squares', 'indicator_sum', 'rank_one_fit', 'fit_qual
 
 # %% ../nbs/04c_form_fits.ipynb #3b6c1a12
 def indicator_least_squares(Y: torch.Tensor, cols: torch.Tensor, n_cols: int, features: torch.Tensor | None = None,
-                            weights: torch.Tensor | None = None, rcond: float = 1e-10) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
-    "Least squares of `Y[n, d]` (rows weighted by `weights[n]`) on `features[n, p]`, indicators (row i has a 1 in each column of `cols[i, :]`) and an intercept: `(features [p, d] or None, indicators [n_cols, d], intercept [d])`."
+                            weights: torch.Tensor | None = None, rcond: float = 1e-10
+                            ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """Least squares of `Y[n, d]` (rows weighted by `weights[n]`) on `features[n, p]`, indicators (row i has a 1 in each
+    column of `cols[i, :]`) and an intercept: `(features [p, d] or None, indicators [n_cols, d], intercept [d])`."""
     n, dt, dev = len(Y), Y.dtype, Y.device
     w = torch.ones(n, dtype=dt, device=dev) if weights is None else weights.to(dt)
-    dense = torch.cat([torch.zeros(n, 0, dtype=dt, device=dev) if features is None else features.to(dt), torch.ones(n, 1, dtype=dt, device=dev)], 1)
+    given = torch.zeros(n, 0, dtype=dt, device=dev) if features is None else features.to(dt)
+    dense = torch.cat([given, torch.ones(n, 1, dtype=dt, device=dev)], 1)
     p, size = dense.shape[1] - 1, dense.shape[1] + n_cols
     G, b = torch.zeros(size, size, dtype=dt, device=dev), torch.zeros(size, Y.shape[1], dtype=dt, device=dev)
     wd = dense * w[:, None]
@@ -33,10 +36,14 @@ def indicator_least_squares(Y: torch.Tensor, cols: torch.Tensor, n_cols: int, fe
         block.index_add_(0, cols[:, f], wd)
         b[p + 1:].index_add_(0, cols[:, f], Y * w[:, None])
     G[p + 1:, :p + 1], G[:p + 1, p + 1:] = block, block.T
-    pair = (cols[:, :, None] * n_cols + cols[:, None, :]).flatten(1)             # indicator x indicator: weighted counts
-    G[p + 1:, p + 1:] = torch.bincount(pair.flatten(), w.repeat_interleave(pair.shape[1]), n_cols * n_cols).view(n_cols, n_cols)
-    scale = G.diagonal().clamp_min(1e-30).rsqrt()                                # equilibrated: counts and features on one scale
-    sol = torch.linalg.lstsq((G * scale[:, None] * scale).cpu(), (b * scale[:, None]).cpu(), rcond=rcond, driver="gelsd").solution
+    # indicator x indicator: weighted counts
+    pair = (cols[:, :, None] * n_cols + cols[:, None, :]).flatten(1)
+    counts = torch.bincount(pair.flatten(), w.repeat_interleave(pair.shape[1]), n_cols * n_cols)
+    G[p + 1:, p + 1:] = counts.view(n_cols, n_cols)
+    # equilibrated: counts and features on one scale
+    scale = G.diagonal().clamp_min(1e-30).rsqrt()
+    sol = torch.linalg.lstsq((G * scale[:, None] * scale).cpu(), (b * scale[:, None]).cpu(), rcond=rcond,
+                             driver="gelsd").solution
     sol = sol.to(dev) * scale[:, None]
     return (sol[:p] if features is not None else None), sol[p + 1:], sol[p]
 
@@ -45,9 +52,11 @@ def indicator_sum(coef: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     return coef[cols].sum(1)
 
 # %% ../nbs/04c_form_fits.ipynb #e08e906a
-def rank_one_fit(Z: torch.Tensor, cols: torch.Tensor, n_rows: int, tables: torch.Tensor, additive: bool = False, sweeps: int = 50,
-                 add: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "Alternating least squares of each column `k` of `Z[n, K]` by `prod_f tables[cols[:, f], k]` (plus `sum_f add[cols[:, f], k]` when `additive`), from `tables[n_rows, K]`; each factor `f` owns its rows. The tables, the additive terms and the fit `[n, K]`."
+def rank_one_fit(Z: torch.Tensor, cols: torch.Tensor, n_rows: int, tables: torch.Tensor, additive: bool = False,
+                 sweeps: int = 50, add: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Alternating least squares of each column `k` of `Z[n, K]` by `prod_f tables[cols[:, f], k]` (plus `sum_f
+    add[cols[:, f], k]` when `additive`), from `tables[n_rows, K]`; each factor `f` owns its rows. The tables, the
+    additive terms and the fit `[n, K]`."""
     tables = tables.clone()
     add = torch.zeros_like(tables) if add is None else add.clone()
     count = torch.bincount(cols.flatten(), minlength=n_rows).to(Z.dtype)[:, None].clamp_min(1)
@@ -63,7 +72,7 @@ def rank_one_fit(Z: torch.Tensor, cols: torch.Tensor, n_rows: int, tables: torch
             tables[rows] = num[rows] / den[rows].clamp_min(1e-30)
         if additive:
             product = tables[cols].prod(1)
-            for f in range(cols.shape[1]):                                         # backfitting: each factor's terms in turn
+            for f in range(cols.shape[1]):                       # backfitting: each factor's terms in turn
                 rows = torch.unique(cols[:, f])
                 resid = Z - product - indicator_sum(add, cols) + add[cols[:, f]]
                 add[rows] = torch.zeros_like(add).index_add_(0, cols[:, f], resid)[rows] / count[rows]
@@ -75,7 +84,8 @@ def fit_quality(Z: torch.Tensor, fit: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/04c_form_fits.ipynb #5148d909
 def gf2_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    "A solution `x` of `A x = b` over GF(2) (`A[n, p]`, `b[n]` booleans, rows most reliable first): each column's pivot is its most reliable row left, rows that contradict earlier ones are ignored, free variables are 0."
+    """A solution `x` of `A x = b` over GF(2) (`A[n, p]`, `b[n]` booleans, rows most reliable first): each column's
+    pivot is its most reliable row left, rows that contradict earlier ones are ignored, free variables are 0."""
     M = np.concatenate([A, b[:, None]], 1).astype(bool)
     used, pivots = np.zeros(len(M), bool), []
     for c in range(A.shape[1]):
@@ -85,46 +95,57 @@ def gf2_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
         hit = np.flatnonzero(M[:, c]); hit = hit[hit != r]
         M[hit] ^= M[r]
     x = np.zeros(A.shape[1], bool)
-    for c, r in pivots: x[c] = M[r, -1]                                            # reduced: each pivot row holds one pivot column
+    # reduced: each pivot row holds one pivot column
+    for c, r in pivots: x[c] = M[r, -1]
     return x
 
 def log_sign_start(Z: torch.Tensor, cols: torch.Tensor, n_rows: int, reliable: int = 8) -> torch.Tensor:
-    "Tables `[n_rows, K]` whose products are near the columns of `Z[n, K]` where each is a product of table entries (`cols[n, F]`): magnitudes from `log |Z|`, signs over GF(2) from the `reliable * n_rows` largest entries of each column."
+    """Tables `[n_rows, K]` whose products are near the columns of `Z[n, K]` where each is a product of table entries
+    (`cols[n, F]`): magnitudes from `log |Z|`, signs over GF(2) from the `reliable * n_rows` largest entries of each
+    column."""
     out, keep = torch.zeros(n_rows, Z.shape[1], dtype=Z.dtype, device=Z.device), min(len(Z), reliable * n_rows)
-    for k in range(Z.shape[1]):                                                    # each column has its own weights and signs
+    # each column has its own weights and signs
+    for k in range(Z.shape[1]):
         a = Z[:, k].abs()
-        _, logs, mean = indicator_least_squares(a.clamp_min(1e-30).log()[:, None], cols, n_rows, weights=(a / a.mean().clamp_min(1e-30)).clamp(max=3.0))
+        weights = (a / a.mean().clamp_min(1e-30)).clamp(max=3.0)
+        _, logs, mean = indicator_least_squares(a.clamp_min(1e-30).log()[:, None], cols, n_rows, weights=weights)
         top = torch.argsort(a, descending=True)[:keep].cpu().numpy()
         A = np.zeros((keep, n_rows), bool)
         np.put_along_axis(A, cols.cpu().numpy()[top], True, 1)
         negative = gf2_solve(A, (Z[:, k] < 0).cpu().numpy()[top])
-        out[:, k] = (logs[:, 0] + mean[0] / cols.shape[1]).exp() * torch.as_tensor(1.0 - 2.0 * negative, dtype=Z.dtype, device=Z.device)
+        sign = torch.as_tensor(1.0 - 2.0 * negative, dtype=Z.dtype, device=Z.device)
+        out[:, k] = (logs[:, 0] + mean[0] / cols.shape[1]).exp() * sign
     return out
 
 # %% ../nbs/04c_form_fits.ipynb #1f06bdb1
 def whiten(R: torch.Tensor, q: int, tol: float = 1e-9) -> torch.Tensor:
-    "The first `q` principal components of the centred rows `R[n, d]`, each scaled to unit variance (fewer where `R` has lower rank): `[n, q']`."
+    """The first `q` principal components of the centred rows `R[n, d]`, each scaled to unit variance (fewer where `R`
+    has lower rank): `[n, q']`."""
     lam, vec = torch.linalg.eigh(R.T @ R / len(R))
     lam, vec = lam.flip(0), vec.flip(1)
     q = min(q, int((lam > tol * lam[0].clamp_min(1e-30)).sum()))
     return R @ vec[:, :q] / lam[:q].sqrt()
 
 def conditional_covariances(H: torch.Tensor, cols: torch.Tensor, n_rows: int, chunk: int = 4096) -> torch.Tensor:
-    "Per table row, the mean of `h h^T` over the rows of `H[n, q]` that use it (`cols[n, F]`), times the square root of their number: `[n_rows, q, q]`."
+    """Per table row, the mean of `h h^T` over the rows of `H[n, q]` that use it (`cols[n, F]`), times the square root
+    of their number: `[n_rows, q, q]`."""
     q = H.shape[1]
     S = torch.zeros(n_rows, q * q, dtype=H.dtype, device=H.device)
-    for a in range(0, len(H), chunk):                                              # chunks: the outer products are [chunk, q^2]
+    # chunks: the outer products are [chunk, q^2]
+    for a in range(0, len(H), chunk):
         outer = (H[a:a + chunk, :, None] * H[a:a + chunk, None, :]).flatten(1)
         for f in range(cols.shape[1]): S.index_add_(0, cols[a:a + chunk, f], outer)
     count = torch.bincount(cols.flatten(), minlength=n_rows).to(H.dtype)
     return (S / count.clamp_min(1)[:, None] * count.sqrt()[:, None]).view(n_rows, q, q)
 
 def joint_diagonaliser(Cs: torch.Tensor, seed: int = 0, iterations: int = 300) -> torch.Tensor:
-    "The orthogonal `O` that makes every `O^T C O` of `Cs[M, q, q]` as diagonal as it can: Jennrich's eigenvectors of a random combination, refined by L-BFGS on the share of the square sum off the diagonal."
+    """The orthogonal `O` that makes every `O^T C O` of `Cs[M, q, q]` as diagonal as it can: Jennrich's eigenvectors of
+    a random combination, refined by L-BFGS on the share of the square sum off the diagonal."""
     gamma = torch.randn(len(Cs), generator=torch.Generator().manual_seed(seed), dtype=Cs.dtype).to(Cs.device)
     O0 = torch.linalg.eigh(torch.einsum("m,mij->ij", gamma, Cs))[1]
     q, total = len(O0), (Cs ** 2).sum()
-    s = torch.zeros(q * q, dtype=Cs.dtype, device=Cs.device, requires_grad=True)   # O = O0 exp(S - S^T), S a square of s
+    # O = O0 exp(S - S^T), S a square of s
+    s = torch.zeros(q * q, dtype=Cs.dtype, device=Cs.device, requires_grad=True)
     rotation = lambda: O0 @ torch.linalg.matrix_exp(s.view(q, q) - s.view(q, q).T)
     def off_diagonal() -> torch.Tensor:
         D = rotation().T @ Cs @ rotation()
@@ -136,22 +157,27 @@ def joint_diagonaliser(Cs: torch.Tensor, seed: int = 0, iterations: int = 300) -
     with torch.no_grad(): return rotation()
 
 def global_product_tables(R: torch.Tensor, cols: torch.Tensor, n_rows: int, rank: int, seed: int = 0) -> torch.Tensor:
-    "Product tables `[n_rows, q]` (q <= rank) for scenes whose residual `R[n, d]` (the additive part removed) is a linear map of products `prod_f v[cols[:, f]]`: whitened, unmixed by the covariances conditional on each table row, each component factored into its tables."
+    """Product tables `[n_rows, q]` (q <= rank) for scenes whose residual `R[n, d]` (the additive part removed) is a
+    linear map of products `prod_f v[cols[:, f]]`: whitened, unmixed by the covariances conditional on each table
+    row, each component factored into its tables."""
     H = whiten(R, rank)
     Z = H @ joint_diagonaliser(conditional_covariances(H, cols, n_rows), seed)
     return rank_one_fit(Z, cols, n_rows, log_sign_start(Z, cols, n_rows), sweeps=100)[0]
 
 # %% ../nbs/04c_form_fits.ipynb #22ffea6d
 def distinct_best(W: torch.Tensor, quality: torch.Tensor, n: int, overlap: float = 0.5) -> torch.Tensor:
-    "Up to `n` columns of `W[q, K]` (unit columns), best `quality` first, none with |cosine| above `overlap` with one kept before."
+    """Up to `n` columns of `W[q, K]` (unit columns), best `quality` first, none with |cosine| above `overlap` with one
+    kept before."""
     cos, chosen = (W.T @ W).abs(), []
     for k in torch.argsort(quality, descending=True).tolist():
         if not chosen or bool((cos[k, chosen] < overlap).all()): chosen.append(k)
         if len(chosen) == n: break
     return torch.tensor(chosen, dtype=torch.long, device=W.device)
 
-def _alternating_projections(H: torch.Tensor, W: torch.Tensor, rows: torch.Tensor, n_rows: int, iterations: int, g: torch.Generator):
-    "From the unit directions `W[q, K]`: `w <- H^T fit / |H^T fit|`, fit the best product of table entries plus additive terms of `H w`. The directions, tables and each fit's quality."
+def _alternating_projections(H: torch.Tensor, W: torch.Tensor, rows: torch.Tensor, n_rows: int, iterations: int,
+                             g: torch.Generator):
+    """From the unit directions `W[q, K]`: `w <- H^T fit / |H^T fit|`, fit the best product of table entries plus
+    additive terms of `H w`. The directions, tables and each fit's quality."""
     T, add = torch.randn(n_rows, W.shape[1], generator=g, dtype=H.dtype).to(H.device), None
     for _ in range(iterations):
         Z = H @ W
@@ -161,19 +187,23 @@ def _alternating_projections(H: torch.Tensor, W: torch.Tensor, rows: torch.Tenso
 
 def per_object_tables(E: torch.Tensor, rows: torch.Tensor, n_rows: int, rank: int, seed: int = 0, iterations: int = 40,
                       starts_per_component: int = 8, rounds: int = 3, exact: float = 1e-6) -> torch.Tensor:
-    "Product tables `[n_rows, q]` (q <= rank) for objects whose embeddings `E[P, d]` (one per (slot, object), `rows[P, C]` its table rows) are a linear map of products `prod_k v[rows[:, k]]` plus terms additive in the values: alternating projections from `starts_per_component * q` random directions, then, in up to `rounds - 1` more rounds, from directions orthogonal to the components fitted exactly so far."
+    """Product tables `[n_rows, q]` (q <= rank) for objects whose embeddings `E[P, d]` (one per (slot, object), `rows[P,
+    C]` its table rows) are a linear map of products `prod_k v[rows[:, k]]` plus terms additive in the values:
+    alternating projections from `starts_per_component * q` random directions, then, in up to `rounds - 1` more
+    rounds, from directions orthogonal to the components fitted exactly so far."""
     _, A, c = indicator_least_squares(E, rows, n_rows)
     H = whiten(E - indicator_sum(A, rows) - c, rank)
     q, K = H.shape[1], max(starts_per_component * H.shape[1], 32)
     g = torch.Generator().manual_seed(seed)
-    pool_W, pool_T, pool_q = (torch.zeros(q, 0, dtype=E.dtype, device=E.device), torch.zeros(n_rows, 0, dtype=E.dtype, device=E.device),
-                              torch.zeros(0, dtype=E.dtype, device=E.device))
+    empty = lambda *shape: torch.zeros(*shape, dtype=E.dtype, device=E.device)
+    pool_W, pool_T, pool_q = empty(q, 0), empty(n_rows, 0), empty(0)
     for _ in range(rounds):
         keep = distinct_best(pool_W, pool_q, q)
         found = pool_W[:, keep[pool_q[keep] > 1 - exact]]
         if found.shape[1] >= q: break
         W = torch.randn(q, K, generator=g, dtype=E.dtype).to(E.device)
-        if found.shape[1]: W = W - found @ torch.linalg.lstsq(found, W).solution          # the complement of what is found
+        # the complement of what is found
+        if found.shape[1]: W = W - found @ torch.linalg.lstsq(found, W).solution
         W, T, quality = _alternating_projections(H, W / W.norm(dim=0), rows, n_rows, iterations, g)
         pool_W, pool_T, pool_q = torch.cat([pool_W, W], 1), torch.cat([pool_T, T], 1), torch.cat([pool_q, quality])
     return pool_T[:, distinct_best(pool_W, pool_q, q)]
@@ -181,19 +211,25 @@ def per_object_tables(E: torch.Tensor, rows: torch.Tensor, n_rows: int, rank: in
 def _row_groups(probe, n_rows: int) -> torch.Tensor:
     "Each table row's (slot, concept) group, `slot * C + concept` (`concept` where the tables are shared): `[n_rows]`."
     r = torch.arange(n_rows, device=probe.offsets.device)
-    return torch.searchsorted(probe.offsets, r % probe.n_values, right=True) - 1 + len(probe.values_per_concept) * (r // probe.n_values)
+    concept = torch.searchsorted(probe.offsets, r % probe.n_values, right=True) - 1
+    return concept + len(probe.values_per_concept) * (r // probe.n_values)
 
-def gauge_shifts(E: torch.Tensor, rows: torch.Tensor, tables: torch.Tensor, groups: torch.Tensor, sum_rank: int, sweeps: int = 100) -> torch.Tensor:
-    "Two concepts per object: the product tables shifted, `tables + s[groups]`, so that what the shifted products leave of the object embeddings `E[P, d]` is additive in the values with coefficients of rank at most `sum_rank` (0: none)."
+def gauge_shifts(E: torch.Tensor, rows: torch.Tensor, tables: torch.Tensor, groups: torch.Tensor, sum_rank: int,
+                 sweeps: int = 100) -> torch.Tensor:
+    """Two concepts per object: the product tables shifted, `tables + s[groups]`, so that what the shifted products
+    leave of the object embeddings `E[P, d]` is additive in the values with coefficients of rank at most `sum_rank`
+    (0: none)."""
     n_rows, q = tables.shape
     Wp, A, _ = indicator_least_squares(E, rows, n_rows, tables[rows].prod(1))
-    Wp, partner, G = Wp.T, groups ^ 1, int(groups.max()) + 1                      # the other concept's group, in the same slot
+    Wp, partner, G = Wp.T, groups ^ 1, int(groups.max()) + 1      # partner: the other concept's group, in the same slot
     member = F.one_hot(groups, G).to(E.dtype)
-    design = tables[:, None, :] * Wp[None]                                         # [n_rows, d, q]: what s[partner] moves
+    # [n_rows, d, q]: what s[partner] moves
+    design = tables[:, None, :] * Wp[None]
     s, L = torch.zeros(G, q, dtype=E.dtype, device=E.device), torch.zeros_like(A)
     for _ in range(sweeps):
         B = A - (s[partner] * tables) @ Wp.T
-        kappa = member.T @ (B - L) / member.sum(0).clamp_min(1)[:, None]           # a constant per group: collinear with the intercept
+        # a constant per group: collinear with the intercept
+        kappa = member.T @ (B - L) / member.sum(0).clamp_min(1)[:, None]
         if sum_rank:
             U, S, Vh = torch.linalg.svd(B - kappa[groups], full_matrices=False)
             L = U[:, :sum_rank] * S[:sum_rank] @ Vh[:sum_rank]
@@ -205,36 +241,32 @@ def gauge_shifts(E: torch.Tensor, rows: torch.Tensor, tables: torch.Tensor, grou
 
 # %% ../nbs/04c_form_fits.ipynb #6f97f64c
 def _layout(probe, values: torch.Tensor) -> tuple[torch.Tensor, int]:
-    "Each scene's table rows `[n, m * C]`, and the number of rows of a table (the sum and the product tables share the layout)."
-    return probe.index(values, per_slot=not probe.form.shared).flatten(1), probe.n_values * (1 if probe.form.shared else values.shape[1])
-
-def _slot_objects(probe, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "Each scene's (slot, object)s as columns of the distinct ones `[n, m]`, and each column's table rows `[P, C]`."
-    key = (values.long() * probe.strides).sum(2) + int(np.prod(probe.values_per_concept)) * torch.arange(values.shape[1], device=values.device)
-    keys, where = torch.unique(key, return_inverse=True)
-    rows = probe.index(values, per_slot=not probe.form.shared)
-    table_rows = rows.new_zeros(len(keys), rows.shape[2])
-    table_rows[where.flatten()] = rows.flatten(0, 1)
-    return where, table_rows
+    """Each scene's table rows `[n, m * C]`, and the number of rows of a table (the sum and the product tables share the
+    layout)."""
+    table = probe.v if probe.v is not None else probe.u
+    return probe.index(values, per_slot=not probe.form.shared).flatten(1), table.shape[0]
 
 def solve_head(probe, values: torch.Tensor, Y: torch.Tensor) -> None:
-    "Given its product tables, set the rest of `probe` by least squares on `(values, Y)`: the head, its bias and the sum tables (the best rank-`rank` reading of the additive coefficients)."
+    """Given its product tables, set the rest of `probe` by least squares on `(values, Y)`: the head, its bias and the
+    sum tables (the best rank-`rank` reading of the additive coefficients)."""
     cols, n_rows = _layout(probe, values)
     r, form = probe.rank, probe.form
     with torch.no_grad():
         Fp = probe.features(values)[:, :r].to(Y.dtype) if form.product else None
-        Wp, A, c = indicator_least_squares(Y, cols if form.sum_block else cols[:, :0], n_rows if form.sum_block else 0, Fp)
+        Wp, A, c = indicator_least_squares(Y, cols[:, :cols.shape[1] * form.sum_block], n_rows * form.sum_block, Fp)
         blocks = [] if Wp is None else [Wp.T]
         if form.sum_block:
             U, S, Vh = torch.linalg.svd(A, full_matrices=False)
             k = min(r, len(S))
-            u, Wu = torch.zeros(n_rows, r, dtype=Y.dtype, device=Y.device), torch.zeros(Y.shape[1], r, dtype=Y.dtype, device=Y.device)
+            u, Wu = Y.new_zeros(n_rows, r), Y.new_zeros(Y.shape[1], r)
             u[:, :k], Wu[:, :k] = U[:, :k] * S[:k].sqrt(), Vh[:k].T * S[:k].sqrt()
             probe.u.copy_(u); blocks.append(Wu)
         probe.head.weight.copy_(torch.cat(blocks, 1)); probe.head.bias.copy_(c)
 
 def moment_start(probe, values: torch.Tensor, Y: torch.Tensor, seed: int = 0) -> None:
-    "Set `probe` (a `FormProbe`) to the start computed from the scenes `values[n, m, C]` and their embeddings `Y[n, d]`: product tables from the components of what the additive part leaves, columns beyond those found small and random, the rest by least squares."
+    """Set `probe` (a `FormProbe`) to the start computed from the scenes `values[n, m, C]` and their embeddings `Y[n,
+    d]`: product tables from the components of what the additive part leaves, columns beyond those found small and
+    random, the rest by least squares."""
     Y = Y.to(probe.head.weight.dtype)
     with torch.no_grad():
         if probe.form.product is not None:
@@ -243,19 +275,25 @@ def moment_start(probe, values: torch.Tensor, Y: torch.Tensor, seed: int = 0) ->
                 _, A, c = indicator_least_squares(Y, cols, n_rows)
                 tables = global_product_tables(Y - indicator_sum(A, cols) - c, cols, n_rows, probe.rank, seed)
             else:
-                where, rows = _slot_objects(probe, values)
+                rows, where = probe.distinct_objects(values)
                 E = indicator_least_squares(Y, where, len(rows))[1]                  # each (slot, object)'s embedding
                 tables = per_object_tables(E, rows, n_rows, probe.rank, seed)
-                if rows.shape[1] == 2: tables = gauge_shifts(E, rows, tables, _row_groups(probe, n_rows), probe.rank * probe.form.sum_block)
-            v = 0.1 * torch.randn(n_rows, probe.rank, generator=torch.Generator().manual_seed(seed), dtype=Y.dtype).to(Y.device)
+                if rows.shape[1] == 2:
+                    sum_rank = probe.rank * probe.form.sum_block
+                    tables = gauge_shifts(E, rows, tables, _row_groups(probe, n_rows), sum_rank)
+            g = torch.Generator().manual_seed(seed)
+            v = 0.1 * torch.randn(n_rows, probe.rank, generator=g, dtype=Y.dtype).to(Y.device)
             v[:, :tables.shape[1]] = tables
             probe.v.copy_(v)
         solve_head(probe, values, Y)
 
 # %% ../nbs/04c_form_fits.ipynb #07e62271
-def finish_lbfgs(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, iterations: int = 500,
-                 eval_every: int = 25, monitor: Callable[[], dict] | None = None) -> tuple[int, float, list[dict]]:
-    "Full-batch L-BFGS on the MSE of `model(X)` to `Y`, in the model's precision, for up to `iterations`; the weights of lowest validation MSE are kept. Their iteration (0: the start), their loss, and what `monitor` logged at each check."
+def finish_lbfgs(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor,
+                 iterations: int = 500, eval_every: int = 25, monitor: Callable[[], dict] | None = None
+                 ) -> tuple[int, float, list[dict]]:
+    """Full-batch L-BFGS on the MSE of `model(X)` to `Y`, in the model's precision, for up to `iterations`; the weights
+    of lowest validation MSE are kept. Their iteration (0: the start), their loss, and what `monitor` logged at each
+    check."""
     mse = lambda x, y: float(((model(x) - y) ** 2).mean())
     with torch.no_grad(): best = (mse(Xv, Yv), 0, {k: t.clone() for k, t in model.state_dict().items()})
     logged = [dict(step=0, **monitor())] if monitor else []
@@ -268,7 +306,8 @@ def finish_lbfgs(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.T
         opt.step(closure)
         now = opt.state[next(iter(model.parameters()))].get("n_iter", done)
         with torch.no_grad(): val, after = mse(Xv, Yv), mse(X, Y)
-        stalled, done, before = now == done or not after < before * (1 - 1e-9), now, after      # no step taken, or no progress
+        # no step taken, or no progress
+        stalled, done, before = now == done or not after < before * (1 - 1e-9), now, after
         if not np.isfinite(val) or not all(torch.isfinite(p).all() for p in model.parameters()): break
         if monitor: logged.append(dict(step=done, **monitor()))
         if val < best[0]: best = (val, done, {k: t.clone() for k, t in model.state_dict().items()})

@@ -320,9 +320,13 @@ def _interval(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> tuple[flo
     return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))
 
 def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5, binds: float = BINDS) -> dict[str, float]:
-    "How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95% bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds` bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than `n_boot`), and r among the models whose `x` is above `binds`."
+    """How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95%
+    bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds`
+    bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than
+    `n_boot`), and r among the models whose `x` is above `binds`."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.ndim != 1 or x.shape != y.shape: raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
     n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, n = x[ok], y[ok], int(ok.sum())
@@ -330,7 +334,8 @@ def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5
     out = dict.fromkeys(["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"], float("nan"))
     out.update(n_models=n, n_binders=int(bind.sum()))
     if n < 3 or x.std() == 0 or y.std() == 0: return out
-    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])          # seed, seed + 1, ...: the first is reported
+    # seed, seed + 1, ...: the first is reported
+    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])
     p = stats.permutation_test((x,), lambda a, axis=-1: _pearson(a, y, axis), permutation_type="pairings", vectorized=True,   # x's order against y's
                                n_resamples=n_boot, rng=seed).pvalue
     out.update(r=float(_pearson(x, y)), r_low=ends[0, 0], r_high=ends[0, 1], r_low_spread=float(np.ptp(ends[:, 0])),

@@ -154,7 +154,8 @@ def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int]) -> str
 
 def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int]) -> None:
     "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)."
-    hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items() if regime(c, n, values_per_concept) == "memorises"})
+    hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items()
+                   if regime(c, n, values_per_concept) == "memorises"})
     if hits: warnings.warn(f"{len(hits)} form-probe fit(s) have at least as many free directions per slot (the rank, and sum_k V_k - C + 1 with a sum "
                            f"block) as the objects they are fitted on, so they can memorise them and their held-out numbers mean little (regime "
                            f"'memorises' in the table): "
@@ -168,7 +169,8 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours)."
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
     base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
-                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit, regime=regime(cell, n_fit, table.space.values_per_concept),
+                n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit,
+                regime=regime(cell, n_fit, table.space.values_per_concept),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
@@ -256,7 +258,8 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
     draw = split_seed or (lambda s: s)
     splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}   # every split checked first
     path = results.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
-    warn_memorisation(cells, {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()}, table.space.values_per_concept)
+    objects = {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()}
+    warn_memorisation(cells, objects, table.space.values_per_concept)
     return SweepPlan(run, table, cells, splits, steps, batch_size, eval_every, results, path)
 
 def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto", progress: bool = True,
