@@ -12,15 +12,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .loop import fit, TrainState
+from .loop import fit, keep_test_best, TrainState
 from .models import batch_loss, DualEncoder
 from .results import CONVERT_ADVICE
-from .train import check_config, concept_weight_at, evaluate, new_model, result_row, RunConfig, setup_run
+from .train import check_config, concept_weight_at, evaluate, new_model, paper_test, result_row, RunConfig, setup_run
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
 
 # %% auto #0
-__all__ = ['HOW_TO_RUN', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume', 'check_checkpoint_path',
-           'run_checkpoint', 'load_model', 'train_run']
+__all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
+           'check_checkpoint_path', 'run_checkpoint', 'load_model', 'train_run']
 
 # %% ../nbs/B5_checkpoints.ipynb #a233b38d
 def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, sched,
@@ -62,7 +62,8 @@ def read_checkpoint(path: str | Path) -> dict:
 #     attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly, where the arithmetic is the same).
 #     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU checkpoint on CUDA.)
 #   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the random stream.
-#   n_test_scenes: the test scenes are drawn after the validation scenes and read only once training is over.
+#   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and the
+#     authors' test draws samples of this size at each validation into a record (and test-best weights) that selects nothing.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
 # eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside model_key, as
 # what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
@@ -108,7 +109,7 @@ def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, 
         raise ValueError(f"{path or 'the checkpoint'} was written on another kind of device than {generator.device}, whose random stream "
                          "of batches cannot be continued here; it was left untouched: resume it on the kind of device that wrote it, "
                          "or move it away to train afresh") from None
-    return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__})
+    return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__ if k in ck})   # fields added since: their defaults
 
 # %% ../nbs/B5_checkpoints.ipynb #4c60f0b2
 def check_checkpoint_path(path: str | Path) -> Path:
@@ -124,12 +125,18 @@ def run_checkpoint(output_dir: str | Path, cfg: RunConfig) -> Path:
     return Path(output_dir) / "checkpoints" / f"{cfg.run_name()}.pt"
 
 # %% ../nbs/B5_checkpoints.ipynb #6ca4db9e
-def load_model(path: str | Path, device: str = "auto") -> tuple[DualEncoder, RunConfig]:
-    "The selected (best-validation) model of a finished or interrupted run's checkpoint, and its config."
+CHECKPOINT_WEIGHTS = ("selected", "test_best")   # ours: best on validation; the authors': best in-batch on their fresh test samples
+
+def load_model(path: str | Path, device: str = "auto", weights: str = "selected") -> tuple[DualEncoder, RunConfig]:
+    "A finished or interrupted run's model and its config: with `weights` 'selected', the weights best on validation (ours); 'test_best', those best on the authors' test (`keep_test_best`), the checkpoint their protocol studies."
+    if weights not in CHECKPOINT_WEIGHTS: raise ValueError(f"weights must be one of {CHECKPOINT_WEIGHTS}, got {weights!r}")
     ck = read_checkpoint(path)
     cfg = RunConfig(**ck["config"])
     model = new_model(cfg)
-    _load_state(path, model, ck["best_model"] or ck["model"])
+    if weights == "test_best" and ck.get("test_best_model") is None:
+        raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before its first validation; "
+                         "train the run again (move the checkpoint away) to study the checkpoint of the authors' protocol")
+    _load_state(path, model, ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"])
     return model.to(resolve_device(device)).eval(), cfg
 
 # %% ../nbs/B5_checkpoints.ipynb #fd25627b
@@ -144,8 +151,10 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)
-    test_in_batch = lambda: evaluate(model, data.space, data.test_scenes, cfg.max_objects, hard=False, seed=cfg.seed, in_batch=True)
-    monitor = lambda: dict(test_object_acc_in_batch=test_in_batch()["object_acc_in_batch"])   # the authors' selection, recorded only
+    def monitor() -> dict:                                # the authors' test and selection, recorded beside ours
+        got = paper_test(model, cfg, data, state.step)
+        keep_test_best(state, model, got["object_acc_in_batch"])
+        return {f"test_{k}": v for k, v in got.items()}
     save = lambda: path is not None and save_checkpoint(path, cfg, model, opt, sched, g, state)
     amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
     if not fit(model, opt, sched, state, next_batch, loss_fn, cfg.steps, validate, cfg.eval_every, save, cfg.ckpt_every,

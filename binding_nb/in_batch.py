@@ -139,14 +139,21 @@ def in_batch_accuracy(correct: torch.Tensor,  # [n] bool, or the probability eac
     return float((right / count)[count > 0].mean()) if bool((count > 0).any()) else float("nan")
 
 # %% ../nbs/B6_in_batch.ipynb #b600001e
-def bag_of_concepts_in_batch(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:  # [n] float64
-    "Per scene, the chance that a uniform guess among its consistent object sets agrees with the truth on `candidates` `[n, K]`."
-    scenes = torch.as_tensor(check_scenes(space, scenes))
-    _check_candidates(scenes, candidates)
+def _bag_one_size(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
     sets, distinct = consistent_sets(space, scenes)                                    # [n, G, m], [n, G]
     in_guess = (sets[..., None] == candidates[:, None, None]).any(2)                   # [n, G, K]
     agree = (in_guess == object_positive(space, scenes, candidates)[:, None]).all(-1)  # S ∩ cand == P ∩ cand
     return (agree & distinct).sum(-1).double() / distinct.sum(-1)
+
+def bag_of_concepts_in_batch(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:  # [n] float64
+    "Per scene, the chance that a uniform guess among its consistent object sets agrees with the truth on `candidates` `[n, K]`; scenes of each size on their own."
+    scenes = torch.as_tensor(check_scenes(space, scenes))
+    _check_candidates(scenes, candidates)
+    sizes, out = scene_sizes(scenes), torch.empty(len(scenes), dtype=torch.float64, device=scenes.device)
+    for m in sizes.unique().tolist():                                                  # at most max_objects sizes
+        rows = sizes == m
+        out[rows] = _bag_one_size(space, scenes[rows][:, :m], candidates[rows])
+    return out
 
 # %% ../nbs/B6_in_batch.ipynb #b6000023
 def _batch_scores(scene_emb, emb, lists, batch_size) -> torch.Tensor:
@@ -160,8 +167,11 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
                          value_emb: torch.Tensor,   # [sum V_k, d] concept-value embeddings
                          object_emb: torch.Tensor,  # [|O|, d] object embeddings
                          space: ConceptSpace, generator: torch.Generator,
-                         batch_size: int = 512, max_candidates: int = 64, swaps_per_scene: int = 1) -> dict[str, float]:
-    "The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same candidates."
+                         batch_size: int = 512, max_candidates: int = 64, swaps_per_scene: int = 1,
+                         by_size: bool = False) -> dict[str, float]:
+    """The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same candidates;
+    `by_size`: object recognition also of the one-object scenes (`object_acc_in_batch_single`) and of the others (`_multi`),
+    each scored among the candidates of its whole batch."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
     n = len(scenes)
@@ -175,6 +185,10 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
         cand = _per_scene(lists, n, batch_size)
         correct, active = in_batch_correct(_batch_scores(scene_emb, emb, lists, batch_size), positive(space, scenes, cand), cand >= 0)
         out[f"{kind}_acc_in_batch"] = in_batch_accuracy(correct, active, batch_size)
+    if by_size:
+        single = scene_sizes(scenes) == 1
+        out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size)
+                for part, mask in (("single", single), ("multi", ~single))}
     # the baseline on the object candidates (`cand`, `active` of the last pass)
     out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag_of_concepts_in_batch(space, scenes, cand), active, batch_size)
     return out

@@ -5,6 +5,7 @@
 # %% ../nbs/06_learned_binding.ipynb #32ecec52
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -17,34 +18,41 @@ from scipy import stats
 
 from .approximators import family, held_out_reference, score_approximator
 from .cache import check_cache_dir, read_cache, write_cache
-from .checkpoints import load_model, read_checkpoint, run_checkpoint
+from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split
 from .models import DualEncoder
 from .results import ResultsTable
-from .scenes import ConceptSpace
+from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, best_on_test, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
-from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries, recognition
+from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, make_generator, number_in, resolve_device, save_figure, verified_digest,
                               whole_number, writable_folder)
 
 # %% auto #0
-__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'KNOWN_KINDS', 'MODEL_COLUMNS', 'BINDS',
-           'FIG9_PROTOCOLS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split',
-           'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'unimodal_vs_crossmodal',
-           'known_binding', 'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study',
-           'binding_study', 'association', 'form_vs_generalisation', 'plot_complexity_learned', 'plot_forms',
-           'plot_form_vs_generalisation']
+__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAPER_OBJECTS', 'PAPER_STEPS', 'PAPER_VAL_FRACTION',
+           'KNOWN_KINDS', 'MODEL_COLUMNS', 'BINDS', 'FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_NAMES', 'QueryProbes',
+           'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
+           'held_out_sets', 'fit_binding', 'paper_object_sample', 'paper_binding', 'paper_cells',
+           'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel', 'architecture_name', 'train_models',
+           'trained_models', 'check_study', 'binding_study', 'association', 'form_vs_generalisation',
+           'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
 class QueryProbes:
-    "A dual encoder's query side as probes: a scene embedding scores every concept value and every object by the dot product with their query embeddings."
+    "A dual encoder's query side as probes: a scene embedding scores every concept value and every object (or those `scored`) by the dot product with their query embeddings."
     space: ConceptSpace
     values: torch.Tensor      # [sum V_k, d] query embeddings of every concept value
     objects: torch.Tensor     # [|O|, d] query embeddings of every object
     train: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # the scenes they were fitted on: none
+    scored: torch.Tensor | None = None   # [|O|] bool: the objects a scene is scored among (None: all of them)
+
+    def object_scores(self, s: torch.Tensor) -> torch.Tensor:
+        "`[n, |O|]` scores of every object, -inf for those outside `scored`."
+        scores = s @ self.objects.T
+        return scores if self.scored is None else scores.masked_fill(~self.scored, float("-inf"))
 
     def accuracy(self, x, values: np.ndarray, chunk: int = 8192) -> dict[str, float]:
         "Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes `values[n, m, C]`, and the same scenes scored in-batch (App. B.6)."
@@ -53,28 +61,32 @@ class QueryProbes:
         for a in range(0, len(values), chunk):
             s = torch.as_tensor(np.ascontiguousarray(x[a:a + chunk]), dtype=torch.float32, device=dev)
             v = torch.as_tensor(np.asarray(values[a:a + chunk]), device=dev)
-            ok = recognition(s, v, self.values, self.objects, self.space)      # B4's evaluate scores the same way
-            concept.append(ok[0]); obj.append(ok[1])
+            concept.append(concept_recognition(s @ self.values.T, v, self.space))       # as B4's `recognition` scores
+            obj.append(object_recognition(self.object_scores(s), v, self.space))
         return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()), **self.in_batch(x, values))
 
-    def in_batch(self, x, values: np.ndarray) -> dict[str, float]:
-        "The same scenes scored as the authors score them (App. B.6): in-batch concept and object recognition, and the baseline on the same candidates."
-        dev = self.values.device
-        s, v = torch.as_tensor(np.ascontiguousarray(x, np.float32), device=dev), torch.as_tensor(np.asarray(values), device=dev)
-        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(0, dev))
+    def in_batch(self, x, values: np.ndarray, seed: int = 0) -> dict[str, float]:
+        "The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a permutation seeded by `seed`): in-batch concept and object recognition, and the baseline on the same candidates."
+        dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
+        s = torch.as_tensor(np.ascontiguousarray(np.asarray(x, np.float32)[order]), device=dev)
+        v = torch.as_tensor(np.asarray(values)[order], device=dev)
+        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev))
+
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
 MAX_SCENES = 1_000_000   # ordered two-object scenes enumerated at most; more need a sample
 
-def binding_scenes(space: ConceptSpace, n_scenes: int | None = None, seed: int = 0) -> np.ndarray:
-    "Every ordered two-object scene `[|O|^2, 2, C]`, a = b included (in object-id order), or a seeded sample of `n_scenes` of them."
-    total = space.n_objects ** 2
+def binding_scenes(space: ConceptSpace, n_scenes: int | None = None, seed: int = 0, objects: np.ndarray | None = None) -> np.ndarray:
+    "Every ordered two-object scene `[N^2, 2, C]` of the N `objects` (all of the space's when None), a = b included (in object-id order), or a seeded sample of `n_scenes` of them."
+    ids = np.arange(space.n_objects) if objects is None else np.unique(np.asarray(space.check_ids(np.asarray(objects))))
+    total = len(ids) ** 2
     if n_scenes is None and total > MAX_SCENES:
-        raise ValueError(f"a space of {space.n_objects:,} objects has {total:,} ordered two-object scenes, more than {MAX_SCENES:,} "
+        raise ValueError(f"{len(ids):,} objects have {total:,} ordered two-object scenes, more than {MAX_SCENES:,} "
                          f"to enumerate: pass n_scenes (a seeded sample), e.g. n_scenes=50_000")
     n = total if n_scenes is None else min(whole_number(n_scenes, "n_scenes", low=1), total)
     rows = np.arange(total) if n == total else np.sort(np.random.default_rng(seed).choice(total, n, replace=False))
-    return np.asarray(space.object_values(np.stack([rows // space.n_objects, rows % space.n_objects], 1)))
+    return np.asarray(space.object_values(np.stack([ids[rows // len(ids)], ids[rows % len(ids)]], 1)))
+
 
 # %% ../nbs/06_learned_binding.ipynb #502653ac
 @dataclass(eq=False)
@@ -88,10 +100,11 @@ class LearnedBinding:
     key: str                   # what the scene embeddings were computed from (their cache key)
 
 def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarray], np.ndarray], values, objects, key: str,
-               model_fit=None, model_heldout=None, n_scenes: int | None = None, seed: int = 0, cache_dir=None) -> LearnedBinding:
-    "The binding function of any dual encoder: `embed_scenes(scenes[n, 2, C]) -> [n, d]` on the ordered two-object scenes (or a sample), cached under `key`; `values`, `objects`: its query embeddings."
-    scenes = binding_scenes(space, n_scenes, seed)
-    key = fingerprint("binding function v1", key, space.values_per_concept, len(scenes), seed)
+               model_fit=None, model_heldout=None, n_scenes: int | None = None, seed: int = 0, cache_dir=None,
+               among: np.ndarray | None = None) -> LearnedBinding:
+    "The binding function of any dual encoder: `embed_scenes(scenes[n, 2, C]) -> [n, d]` on the ordered two-object scenes (or a sample), cached under `key`; `values`, `objects`: its query embeddings; `among`: object ids to read it on (their pairs only, each scored among them only; None: all)."
+    scenes = binding_scenes(space, n_scenes, seed, among)
+    key = fingerprint("binding function v1", key, space.values_per_concept, len(scenes), seed, *(() if among is None else (np.unique(among),)))
     path = None if cache_dir is None else check_cache_dir(cache_dir) / f"binding_{key}.npz"
     emb = read_cache(path, key, len(scenes))[0] if path is not None and path.is_file() else None
     if emb is None:
@@ -108,7 +121,8 @@ def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarra
     t = lambda x: torch.as_tensor(np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x), dtype=torch.float32)
     fit = np.arange(space.n_objects) if model_fit is None else np.sort(np.asarray(model_fit))
     heldout = np.zeros(0, np.int64) if model_heldout is None else np.sort(np.asarray(model_heldout))
-    return LearnedBinding(name, table, QueryProbes(space, t(values), t(objects)), fit, heldout, key)
+    scored = None if among is None else torch.as_tensor(np.isin(np.arange(space.n_objects), among))
+    return LearnedBinding(name, table, QueryProbes(space, t(values), t(objects), scored=scored), fit, heldout, key)
 
 # %% ../nbs/06_learned_binding.ipynb #e0e9657e
 def model_split(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -126,27 +140,29 @@ def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> 
     return embed_scenes
 
 def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, name: str | None = None, n_scenes: int | None = None,
-                    seed: int = 0, cache_dir=None, device="auto") -> LearnedBinding:
-    "The binding function of a trained dual encoder: a checkpoint of §5.2 (`load_model`), or a `DualEncoder` with its `RunConfig`."
+                    seed: int = 0, cache_dir=None, device="auto", weights: str = "selected", among: np.ndarray | None = None) -> LearnedBinding:
+    "The binding function of a trained dual encoder: a checkpoint of §5.2 (`load_model`, its `weights`), or a `DualEncoder` with its `RunConfig`; `among`: `binding_of`'s."
     source = Path(model) if isinstance(model, (str, Path)) else None
-    if source is not None: model, cfg = load_model(source, device)
+    if source is None and weights != "selected": raise ValueError(f"weights={weights!r} picks weights of a checkpoint: pass the checkpoint's path")
+    if source is not None: model, cfg = load_model(source, device, weights)
     if not isinstance(model, DualEncoder) or not isinstance(cfg, RunConfig):
         raise TypeError(f"expected a checkpoint of a dual encoder, or a DualEncoder with its RunConfig; got {type(model).__name__}"
                         f" and {type(cfg).__name__}")
     if cfg.max_objects < 2: raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes")
-    weights = ((verified_digest(source, "checkpoint") or file_signature(source)) if source     # its contents, wherever it lies
+    digest = ((verified_digest(source, "checkpoint") or file_signature(source)) if source     # its contents, wherever it lies
                else fingerprint(*[p.detach().cpu().numpy() for p in model.state_dict().values()]))
     values, objects = embed_all_queries(model.eval(), cfg.space)
     fit, heldout = model_split(cfg)
     return binding_of(name or cfg.run_name(), cfg.space, _scene_tower(model, cfg.space), values, objects,
-                      fingerprint(cfg.run_name(), weights), fit, heldout, n_scenes, seed, cache_dir)
+                      fingerprint(cfg.run_name(), digest, *(() if weights == "selected" else (weights,))), fit, heldout, n_scenes, seed, cache_dir, among)
 
 # %% ../nbs/06_learned_binding.ipynb #53aee916
 HELD_OUT_SETS = {"approx_only": "objects the model trained on", "model_too": "objects the model never saw"}
 _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc", "n_test")
 _IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch",
              "bag_of_concepts_acc_in_batch")                  # the same scenes scored as the authors score them (App. B.6)
-_OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected")   # the last: best over the steps
+_OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected",
+             "object_acc_test_selected")   # the last two: best over the steps, on the test scenes (the paper's selection)
 
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
@@ -188,8 +204,33 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
                       split_seed=approximator_seed, coverage_name="fraction")
     key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, plan.steps, batch_size, plan.eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
     per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items() for k, x in _measures(app, lb, part).items()}
-    watch = lambda predict, rows: {"object_acc_in_batch": lb.probes.in_batch(predict(lb.table.values[rows]), lb.table.values[rows])["object_acc_in_batch"]}
+    def watch(predict, rows) -> dict:        # the held-out numbers at each validation: the paper's selection reads their best
+        got = lb.probes.accuracy(predict(lb.table.values[rows]), lb.table.values[rows])
+        return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"]}
     return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set, desc=f"approximators: {lb.name}", watch=watch)
+
+# %% ../nbs/06_learned_binding.ipynb #6a9e0002
+PAPER_OBJECTS = 400         # the authors read a binding function on every ordered pair of at most this many objects ...
+PAPER_STEPS = 4000          # ... and fit each form probe for this many full-batch Adam steps
+PAPER_VAL_FRACTION = 0.01   # their fits read no validation: the least that a split can keep back
+
+def paper_object_sample(space: ConceptSpace, n_objects: int = PAPER_OBJECTS, seed: int = 0) -> np.ndarray:
+    "The objects the authors' protocol reads a binding function on: a seeded `n_objects` of the space's (all of them when it has no more), sorted."
+    n = whole_number(n_objects, "paper_objects (the objects the authors' protocol reads)", low=4)
+    if n >= space.n_objects: return np.arange(space.n_objects)
+    return np.sort(np.random.default_rng(approximator_seed(seed)).choice(space.n_objects, n, replace=False))
+
+def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cache_dir=None, device="auto") -> LearnedBinding:
+    "A trained model's binding function as the authors read it: its test-best weights, on every ordered pair of `paper_object_sample`, each scene scored among those objects."
+    cfg = RunConfig(**read_checkpoint(checkpoint)["config"])
+    return learned_binding(checkpoint, name=f"{cfg.run_name()} (the authors' protocol)", cache_dir=cache_dir, device=device,
+                           weights="test_best", among=paper_object_sample(cfg.space, n_objects, seed))
+
+def paper_cells(forms: Sequence[str], lr: float, width: int) -> list[Cell]:
+    "The authors' setting of each form probe of `forms`: tables as wide as the embedding (`width`), one N(0, 1) start, at `lr`."
+    if bad := [f for f in forms if family(f).form is None]: raise ValueError(f"the authors' protocol fits form probes; {bad} are none")
+    return [Cell(f, width, lr) for f in forms]        # Cell's defaults: N(0, 1), one start, no finish
+
 
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6
 def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> dict[str, float]:
@@ -256,10 +297,22 @@ def trained_models(model_dir) -> list[TrainedModel]:
 # %% ../nbs/06_learned_binding.ipynb #b4c3064c
 MODEL_COLUMNS = dict(C="C", V="V", model_coverage="coverage", model_seed="seed", model_concept_acc="concept_acc",
                      model_object_acc="object_acc", model_bag_of_concepts_acc="bag_of_concepts_acc",   # from the model's results row
-                     model_object_acc_in_batch_test_selected="object_acc_in_batch_test_selected")     # the paper's protocol (empty for older runs)
+                     model_object_acc_in_batch_test_selected="object_acc_in_batch_test_selected",     # the authors' protocol (empty for older runs),
+                     model_object_acc_in_batch_test_selected_single="object_acc_in_batch_test_selected_single",   # and its one-object
+                     model_object_acc_in_batch_test_selected_multi="object_acc_in_batch_test_selected_multi")     # and multi-object scenes
 
 def _model_fields(m: TrainedModel) -> dict:
-    return dict(run=m.cfg.run_name(), architecture=architecture_name(m.cfg), **{k: m.row[c] for k, c in MODEL_COLUMNS.items()})
+    return dict(run=m.cfg.run_name(), architecture=architecture_name(m.cfg), **{k: m.row.get(c, float("nan")) for k, c in MODEL_COLUMNS.items()})
+
+def _paper_fits(m: TrainedModel, fractions, seeds, output_dir, options: dict) -> pd.DataFrame:
+    "One model's fits under the authors' protocol (`paper_binding`, `paper_cells`); none, with a warning, for a checkpoint without test-best weights."
+    try: lp = paper_binding(m.checkpoint, options["paper_objects"], cache_dir=options["cache_dir"], device=options["device"])
+    except ValueError as e:
+        if "no test-best weights" not in str(e): raise
+        warnings.warn(f"{e}; this model is studied under our protocol only"); return pd.DataFrame()
+    cells = paper_cells(options["paper_forms"], options["paper_lr"], lp.table.d)
+    return fit_binding(lp, cells, fractions, seeds, output_dir, options["paper_steps"], None, options["eval_every"], PAPER_VAL_FRACTION,
+                       options["device"], progress=False).assign(protocol="paper")
 
 def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds, output_dir, options: dict) -> tuple[pd.DataFrame, dict]:
     "One model's fits and probes (a `RunConfig` is trained first, into `models_dir`); none for a run that diverged."
@@ -267,12 +320,13 @@ def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds,
     if m.row.get("status", "ok") != "ok": return pd.DataFrame(), {}
     lb = learned_binding(m.checkpoint, n_scenes=options["n_scenes"], cache_dir=options["cache_dir"], device=options["device"])
     fits = fit_binding(lb, cells, fractions, seeds, output_dir, options["steps"], None, options["eval_every"], options["val_fraction"],
-                       options["device"], progress=False)
+                       options["device"], progress=False).assign(protocol="ours")
+    if options["paper_objects"] is not None: fits = pd.concat([fits, _paper_fits(m, fractions, seeds, output_dir, options)], ignore_index=True)
     fields = _model_fields(m)
     return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
 
 def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[float], seeds: Sequence[int], n_scenes: int | None,
-                val_fraction: float, device="auto") -> None:
+                val_fraction: float, device="auto", paper_objects: int | None = None, paper_forms: Sequence[str] = ()) -> None:
     "Refuse, before anything is trained or fitted, what `binding_study` would fail on later: the device, each config, and each model's approximator splits."
     resolve_device(device)
     number_in(val_fraction, "val_fraction", 0, 1, low_open=True, high_open=True)
@@ -289,18 +343,27 @@ def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[
         table = SceneTable(cfg.space, np.zeros((len(scenes), 1), np.float32), scenes, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), cfg.run_name())
         for f in fractions:
             for s in seeds: holdout_split(table, f, approximator_seed(s), val_fraction)
+        if paper_objects is None: continue
+        scenes = binding_scenes(cfg.space, objects=paper_object_sample(cfg.space, paper_objects))   # and the authors'
+        table = SceneTable(cfg.space, np.zeros((len(scenes), 1), np.float32), scenes, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), cfg.run_name())
+        for f in fractions:
+            for s in seeds: holdout_split(table, f, approximator_seed(s), PAPER_VAL_FRACTION)
+    if paper_objects is not None: paper_cells(paper_forms, 1.0, 1)
 
 def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Cell], fractions: Sequence[float] = (0.5,), seeds: Sequence[int] = (0,),
                   output_dir=None, n_scenes: int | None = 20_000, steps: int = 2000, eval_every: int = 100, val_fraction: float = 0.1,
-                  cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Every model's approximator fits (`learned_results.csv` rows with the model's fields) and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker."
+                  cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True, paper_objects: int | None = None,
+                  paper_forms: Sequence[str] = ("global_product",), paper_steps: int = PAPER_STEPS, paper_lr: float = 1e-2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours') and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker. With `paper_objects`, the authors' protocol beside ours: `paper_forms` in their setting on `paper_binding` (`protocol` 'paper')."
     if not models: raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
     for c in cells: family(c.family)
-    check_study(models, fractions, seeds, n_scenes, val_fraction, device)
+    check_study(models, fractions, seeds, n_scenes, val_fraction, device, paper_objects, paper_forms)
+    paper_steps, paper_lr = whole_number(paper_steps, "paper_steps", low=1), number_in(paper_lr, "paper_lr", 0, low_open=True)
     out = writable_folder(output_dir, "output_dir", "pass a folder you can write to")
     if any(isinstance(m, RunConfig) for m in models):
         models_dir = writable_folder(models_dir if models_dir is not None else out / "models", "models_dir", "pass a folder you can write to")
-    options = dict(n_scenes=n_scenes, steps=steps, eval_every=eval_every, val_fraction=val_fraction, cache_dir=cache_dir, device=device)
+    options = dict(n_scenes=n_scenes, steps=steps, eval_every=eval_every, val_fraction=val_fraction, cache_dir=cache_dir, device=device,
+                   paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps, paper_lr=paper_lr)
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers, "binding functions", progress)
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])
 
@@ -344,21 +407,27 @@ def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5
     return out
 
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
-FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                              # exhaustive, selected on validation
-                  "paper": ("model_object_acc_in_batch_test_selected", "object_acc_in_batch_test_selected")}   # in-batch, best step and setting on test
+FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                      # exhaustive, selected on validation
+                  "in_batch": ("model_object_acc_in_batch_test_selected", "object_acc_in_batch_test_selected"),   # our fits scored in-batch, best on test
+                  "paper": ("model_object_acc_in_batch_test_selected", "object_acc_test_selected")}   # the authors' protocol (`paper_binding`)
+FIG9_FITS = {"ours": "ours", "in_batch": "ours", "paper": "paper"}   # the fits each protocol reads (their `protocol` column)
+FIG9_NAMES = {"ours": "our protocol (exhaustive, chosen on validation)", "in_batch": "in-batch scoring of our checkpoints and fits (best on test)",
+              "paper": "the authors' protocol (test-best checkpoints, all pairs of the objects read, best on test)"}
 
 def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 10_000, seed: int = 0,
                            protocol: str = "ours") -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and `association` per form and (C, V), and over all spaces. `protocol` 'ours': exhaustive, the form's setting chosen on validation; 'paper': in-batch, each at its step and the form at its setting best on test (optimistic)."
+    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and `association` per form and (C, V), and over all spaces, under one of `FIG9_PROTOCOLS` (`FIG9_NAMES`): 'ours' chooses the form's setting on validation; 'in_batch' and 'paper' take each model at its step and the form at its step and setting best on test (optimistic)."
     if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
     forms, (x, y) = list(forms), FIG9_PROTOCOLS[protocol]
     keys = ["form", "C", "V", "architecture", "run", "model_coverage"]
-    mine = fits[fits.family.isin(forms)].drop(columns="form", errors="ignore").rename(columns={"family": "form"})
+    read = fits.get("protocol", pd.Series("ours", index=fits.index)).fillna("ours") == FIG9_FITS[protocol]   # tables from before the column: ours
+    mine = fits[read & fits.family.isin(forms)].drop(columns="form", errors="ignore").rename(columns={"family": "form"})
+    mine = mine.assign(**{c: np.nan for c in (x, y) if c not in mine})                        # older tables: not measured
     if protocol == "ours":
         rows, extra = select_on_validation(mine.rename(columns={"form": "family"})).rename(columns={"family": "form"}), ["model_too_object_acc"]   # per model, form and split: rank and start chosen
     else:
         rows, extra = best_on_test(mine, by=keys + ["seed"], metrics=[y]).rename(columns={f"{y}_test_max": y}), []
-        rows = rows.merge(mine[["run", x]].drop_duplicates("run"), on="run")
+        rows = rows.merge(mine[["run", x]].drop_duplicates("run"), on="run") if len(rows) else rows.assign(**{x: []})
     points = rows.groupby(keys, as_index=False)[[x, y, *extra]].mean()
     groups = [((f, C, V), d) for (f, C, V), d in points.groupby(["form", "C", "V"])]
     groups += [((f, "all", "all"), d) for f, d in points.groupby("form") if d[["C", "V"]].drop_duplicates().shape[0] > 1]
@@ -420,7 +489,8 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
     "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval; `protocol`: which of `FIG9_PROTOCOLS` the points were measured under."
     if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
     x, y = FIG9_PROTOCOLS[protocol]
-    how = "" if protocol == "ours" else " (in-batch, best on test)"
+    how_x, how_y = {"ours": ("", ""), "in_batch": (" (in-batch, best on test)",) * 2,
+                    "paper": (" (in-batch, best on test)", " (among the objects read, best on test)")}[protocol]
     forms = list(dict.fromkeys(table.form)) or ["global_product"]
     fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.2), squeeze=False, sharey=True)
     archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}          # one colour per architecture, in every panel
@@ -428,8 +498,8 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
         for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d[x], d[y], color=archs[arch], s=22, label=arch)
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
         lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table[table.form == form].itertuples()]
-        ax.set(xlabel="the model's held-out object recognition" + how, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
+        ax.set(xlabel="the model's held-out object recognition" + how_x, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("the form's held-out object recognition" + how); axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_ylabel("the form's held-out object recognition" + how_y); axes[0, 0].legend(fontsize=7)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

@@ -26,10 +26,11 @@ from .utils import fingerprint, make_generator, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'METRICS', 'SPLIT_METRICS',
-           'IN_BATCH_METRICS', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig', 'check_config',
-           'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'recognition',
-           'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer', 'concept_weight_at',
-           'test_selected', 'result_row', 'diverged_row', 'setup_run']
+           'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig',
+           'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
+           'recognition', 'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer',
+           'concept_weight_at', 'test_selected', 'result_row', 'diverged_row', 'paper_test_scenes', 'paper_test',
+           'setup_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
 @dataclass
@@ -187,6 +188,7 @@ class RunData:
     allowed: torch.Tensor    # [|O|] bool: the fit objects, the only ones that may appear as training negatives
     val_scenes: torch.Tensor
     test_scenes: torch.Tensor
+    heldout: torch.Tensor    # ids never trained on: the authors' fresh test samples are drawn from them (`paper_test_scenes`)
 
 def run_data(cfg: RunConfig, device: torch.device) -> RunData:
     "Split the objects by coverage; sample validation scenes from `val` and test scenes from `heldout` objects only."
@@ -198,7 +200,8 @@ def run_data(cfg: RunConfig, device: torch.device) -> RunData:
     def scenes(ids, n):                                  # test and validation scenes hold exactly max_objects objects
         if len(ids) == 0: return torch.empty(0, cfg.max_objects, space.n_concepts, dtype=torch.long, device=device)
         return sample_scenes(space, torch.from_numpy(ids).to(device), n, cfg.max_objects, g, min_objects=cfg.max_objects)
-    return RunData(space, fit, len(split.heldout), allowed, scenes(split.val, cfg.n_val_scenes), scenes(split.heldout, cfg.n_test_scenes))
+    return RunData(space, fit, len(split.heldout), allowed, scenes(split.val, cfg.n_val_scenes), scenes(split.heldout, cfg.n_test_scenes),
+                   torch.from_numpy(split.heldout).to(device))
 
 # %% ../nbs/B4_training.ipynb #de9d4c0d
 @torch.inference_mode()
@@ -289,18 +292,22 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]        # a run's held-out test (`evaluate`)
 SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]     # ... split by seen swaps (`swap_breakdown`)
 IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]   # ... the authors' way (App. B.6)
-TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step"]   # optimistic: the step best on the test scenes
+PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi"]   # the authors' test at each validation (`paper_test`)
+TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step",                     # optimistic: the step best on the test scenes,
+                 "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi"]   # and its numbers by scene size
 RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step", "val_object_acc",
                   "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS,
                   *IN_BATCH_METRICS, *TEST_SELECTED)
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)   # measured where the run can: nan in a row without them
 
 def test_selected(state: TrainState) -> dict:
-    "The authors' selection: the best in-batch test object recognition over the validations, and its step (nan unless every validation has one)."
+    "The authors' selection: the best in-batch test object recognition over the validations (`paper_test`), its step, and its one-object and multi-object parts there (nan unless every validation has the first)."
     acc = [h.get("test_object_acc_in_batch", float("nan")) for h in state.history]
     if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))
-    best = max(range(len(acc)), key=acc.__getitem__)
-    return dict(object_acc_in_batch_test_selected=acc[best], test_selected_step=state.history[best]["step"])
+    i = max(range(len(acc)), key=acc.__getitem__)
+    part = lambda p: state.history[i].get(f"test_object_acc_in_batch_{p}", float("nan"))
+    return dict(object_acc_in_batch_test_selected=acc[i], test_selected_step=state.history[i]["step"],
+                object_acc_in_batch_test_selected_single=part("single"), object_acc_in_batch_test_selected_multi=part("multi"))
 
 def _results_row(cfg: RunConfig, **values) -> dict:
     "The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS` not given)."
@@ -323,6 +330,23 @@ def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
     return _results_row(cfg, **dict.fromkeys([*METRICS, "train_seconds", "val_object_acc", "val_concept_acc"], float("nan")),
                         best_step=0, n_fit=len(split.fit), n_heldout=len(split.heldout), n_test_scenes=0,
                         device=str(resolve_device(cfg.device)), status="diverged")
+
+# %% ../nbs/B4_training.ipynb #b4p00002
+def paper_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch.Tensor:
+    "The authors' fresh test sample at the validation of `step`: `n_test_scenes` scenes of 1 to `max_objects` of the `heldout` ids, from a generator seeded by the run's seed and the step."
+    g = make_generator(int(fingerprint("the authors' test", cfg.seed, step, length=8), 16), heldout.device)
+    return sample_scenes(cfg.space, heldout, cfg.n_test_scenes, cfg.max_objects, g, check=False)
+
+@torch.inference_mode()
+def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int) -> dict:
+    "The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall and of its one-object and multi-object scenes; nan with no held-out object."
+    if data.n_heldout == 0: return dict.fromkeys(PAPER_TEST, float("nan"))
+    scenes = paper_test_scenes(cfg, data.heldout, step)
+    values, objects = embed_all_queries(model, data.space)
+    emb = torch.cat([model.embed_scenes(part) for part in scenes.split(512)])
+    got = in_batch_recognition(emb, scenes, values, objects, data.space, make_generator(cfg.seed, scenes.device), by_size=True)
+    return {k: got[k] for k in PAPER_TEST}
+
 
 # %% ../nbs/B4_training.ipynb #06670aa6
 def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object, torch.Generator,

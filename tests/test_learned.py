@@ -114,6 +114,9 @@ def test_one_study_by_papermill(tmp_path):
     (dict(architectures="[]", model_dirs="[]"), "no model to study"),
     (dict(val_fraction=0), "val_fraction must be in (0, 1), got 0"),
     (dict(seeds="[]"), "seeds holds no approximator split"),
+    (dict(paper_objects=2), "paper_objects (the objects the authors' protocol reads) must be >= 4, got 2"),
+    (dict(paper_objects=400, paper_forms='["mlp"]'), "the authors' protocol fits form probes; ['mlp'] are none"),
+    (dict(paper_steps=0), "paper_steps must be >= 1, got 0"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
     "The cheap cases of the parameter check, run as papermill would run it, without a kernel: refused before anything is written."
