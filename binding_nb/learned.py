@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -35,8 +35,8 @@ __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAP
            'KNOWN_KINDS', 'MODEL_COLUMNS', 'BINDS', 'FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_NAMES', 'QueryProbes',
            'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
            'held_out_sets', 'fit_binding', 'paper_object_sample', 'paper_binding', 'paper_cells',
-           'unimodal_vs_crossmodal', 'known_binding', 'TrainedModel', 'architecture_name', 'train_models',
-           'trained_models', 'check_study', 'binding_study', 'association', 'form_vs_generalisation',
+           'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers', 'TrainedModel', 'architecture_name',
+           'train_models', 'trained_models', 'check_study', 'binding_study', 'association', 'form_vs_generalisation',
            'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
@@ -244,8 +244,9 @@ def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> 
 # %% ../nbs/06_learned_binding.ipynb #e27cac73
 KNOWN_KINDS = ("shared_product", "bag", "table")
 
-def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int | None = None, seed: int = 0) -> LearnedBinding:
-    "An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a memoriser)."
+def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int | None = None, seed: int = 0,
+                  among: np.ndarray | None = None) -> LearnedBinding:
+    "An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a memoriser); `among`: `binding_of`'s."
     if kind not in KNOWN_KINDS: raise ValueError(f"kind must be one of {KNOWN_KINDS}, got {kind!r}")
     rank = whole_number(rank, "rank", low=1)
     rng = np.random.default_rng(seed)
@@ -256,8 +257,19 @@ def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int 
     else: objects, values = rng.standard_normal((space.n_objects, rank), dtype=np.float32), v
     unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
     embed_scenes = lambda scenes: objects[np.asarray(space.object_ids(scenes))].sum(1)   # a scene: the sum of its objects
-    return binding_of(f"known: {kind}", space, embed_scenes, unit(values), unit(objects),
-                      fingerprint("known", kind, rank, seed), n_scenes=n_scenes, seed=seed)
+    name = f"known: {kind}" if among is None else f"known: {kind} (among {len(np.unique(among))} objects)"   # one name, one set of scenes
+    return binding_of(name, space, embed_scenes, unit(values), unit(objects),
+                      fingerprint("known", kind, rank, seed), n_scenes=n_scenes, seed=seed, among=among)
+
+# %% ../nbs/06_learned_binding.ipynb #a7c0e002
+def paper_known_answers(space: ConceptSpace, n_objects: int = PAPER_OBJECTS, forms: Sequence[str] = ("global_product",), lr: float = 1e-2,
+                        steps: int = PAPER_STEPS, rank: int = 32, starts: Sequence[tuple[float, float]] = ((1.0, 0.0), (0.3, 1.0)),
+                        output_dir=None, eval_every: int = 100, device="auto", workers: int = 1) -> pd.DataFrame:
+    "The authors' setting on a known answer: `known_binding`'s shared code on every ordered pair of `paper_object_sample`, each form of `forms` fitted as `paper_cells` sets it from each N(mean, spread^2) start `(spread, mean)` of `starts` (theirs: (1, 0)), on half the objects."
+    lb = known_binding(space, "shared_product", rank, among=paper_object_sample(space, n_objects))
+    cells = [replace(c, init=spread, init_mean=mean) for c in paper_cells(forms, lr, lb.table.d) for spread, mean in starts]
+    jobs = [(lb, [c], [0.5], [0], output_dir, steps, None, eval_every, PAPER_VAL_FRACTION, device, False) for c in cells]
+    return pd.concat(in_processes(fit_binding, jobs, workers, "known answers in the authors' setting"), ignore_index=True)
 
 # %% ../nbs/06_learned_binding.ipynb #7e2eb151
 @dataclass(frozen=True)
