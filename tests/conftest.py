@@ -1,4 +1,4 @@
-"""pytest configuration: `slow` and `gpu` tests run only when asked for (`pytest --runslow`, `pytest --rungpu`)."""
+"""pytest configuration: `slow` and `gpu` tests run only when asked for (`pytest -m slow` or `--runslow`; `pytest -m gpu` or `--rungpu`)."""
 import os
 
 import numpy as np
@@ -15,15 +15,20 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes minutes; run with --runslow")
-    config.addinivalue_line("markers", "gpu: needs a CUDA device; run with --rungpu")
+    config.addinivalue_line("markers", "slow: takes minutes; run with -m slow (only these) or --runslow (with the rest)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; run with -m gpu or --rungpu")
+
+
+def asked_for(config, mark: str, opt: str) -> bool:
+    "Whether the run asks for the tests marked `mark`: by their option, or by naming the mark in `-m` (`pytest -m slow`)."
+    return config.getoption(opt) or mark in (config.getoption("markexpr") or "").replace("not " + mark, "")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark, opt in (("slow", "--runslow"), ("gpu", "--rungpu")):
-            if mark in item.keywords and not config.getoption(opt):
-                item.add_marker(pytest.mark.skip(reason=f"{mark} test: run with {opt}"))
+            if mark in item.keywords and not asked_for(config, mark, opt):
+                item.add_marker(pytest.mark.skip(reason=f"{mark} test: run with -m {mark} or {opt}"))
 
 
 def run_parameter_check(notebook, cwd=None, **params) -> dict:
