@@ -38,16 +38,18 @@ def run_parameter_check(notebook, cwd=None, **params) -> dict:
     from pathlib import Path
 
     notebook = Path(notebook)
+    import torch
+
     cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
     at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
-    namespace, here = {"__name__": "__main__"}, os.getcwd()
+    namespace, here, threads = {"__name__": "__main__"}, os.getcwd(), torch.get_num_threads()
     os.chdir(notebook.parent if cwd is None else cwd)
     try:
         for c in cells[:at + 1]: exec(compile("".join(c["source"]), f"{notebook.name} cell {cells.index(c)}", "exec"), namespace)
         namespace.update(params)
         exec(compile("".join(cells[at + 1]["source"]), f"{notebook.name} parameter check", "exec"), namespace)
     finally:
-        os.chdir(here)
+        os.chdir(here); torch.set_num_threads(threads)   # a page's `threads` setting stays in the page: later tests run as before
     return namespace
 
 
@@ -84,3 +86,26 @@ def clip_image():
 def minilm():
     from binding_nb.encoders import load_encoder
     return load_encoder("st:all-MiniLM-L6-v2", device="cpu")
+
+
+# --- shared by the training, resume and conversion tests -------------------------------------------------------------
+
+TINY_RUN = dict(V=5, steps=40, batch_size=32, d_model=32, n_layers=2, eval_every=10, ckpt_every=10, n_val_scenes=32,
+                n_test_scenes=128, coverage=0.8, device="cpu")   # a transformer run of seconds, checkpointed every 10 steps
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+    """`uninterrupted(cfg)`: the result row of `cfg` trained without a stop, and its checkpoint (read it, never write it),
+    trained once per session however many resume tests compare against it."""
+    import dataclasses
+    from binding_nb.checkpoints import train_run
+    folder, done = tmp_path_factory.mktemp("uninterrupted"), {}
+    def run(cfg) -> tuple[dict, "Path"]:
+        key = repr(dataclasses.asdict(cfg))
+        if key not in done:
+            path = folder / f"run{len(done)}.pt"
+            done[key] = (train_run(cfg, path, progress=False), path)
+        row, path = done[key]
+        return dict(row), path
+    return run

@@ -20,8 +20,9 @@ torch.set_num_threads(1)
 _spec = importlib.util.spec_from_file_location("convert_old_runs", Path(__file__).parents[1] / "scripts" / "convert_old_runs.py")
 convert_old_runs = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(convert_old_runs)
 
-CFG = RunConfig(V=5, steps=40, batch_size=32, d_model=32, n_layers=2, eval_every=10, ckpt_every=10, n_val_scenes=32,
-                n_test_scenes=128, coverage=0.8, device="cpu")
+from conftest import TINY_RUN
+
+CFG = RunConfig(**TINY_RUN)
 OLD_FLAT = dict(level=1, image_size=32, square=10, noise=0.3, patch=4, conv_depth=2, conv_channels=32)
 
 
@@ -54,9 +55,9 @@ def test_old_pixel_settings_move_into_input_settings():
     with pytest.raises(ValueError, match=r"\(dropout\)"): convert_old_runs.new_config(dict(dropout=0.1))
 
 
-def test_an_old_checkpoint_is_refused_then_converted_loads_and_resumes(tmp_path):
+def test_an_old_checkpoint_is_refused_then_converted_loads_and_resumes(tmp_path, uninterrupted):
     "An old checkpoint is refused; converted, it is named after the run's new key, loads the same weights and resumes to where an uninterrupted run ends."
-    whole = train_run(CFG, tmp_path / "whole.pt", progress=False)
+    whole, _ = uninterrupted(CFG)
     out = tmp_path / "sweep"
     new = run_checkpoint(out, CFG); new.parent.mkdir(parents=True)
     assert train_run(CFG, new, stop_after=20, progress=False) is None

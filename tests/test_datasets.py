@@ -18,6 +18,8 @@ import binding_nb.datasets.clevr  # noqa: F401  (D.clevr: the module whose rende
 from binding_nb.scenes import ConceptSpace
 
 
+pytestmark = pytest.mark.xdist_group("datasets")   # its module fixture is built once, on one worker
+
 @pytest.fixture(scope="module")
 def c2d():
     return D.clevr2d(64)

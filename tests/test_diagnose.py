@@ -1,4 +1,4 @@
-"""`binding_nb diagnose` end to end, as a user runs it: the console command on MiniLM and a random-init ViT-B-32 at --budget small."""
+"""`binding_nb diagnose` end to end, as a user runs it: the console command on MiniLM and a random-init ViT-B-32 at --budget small (the\nreports made once, by its entry point in process; the rerun, the leaderboard and bad arguments through the installed command)."""
 import json
 import os
 import subprocess
@@ -16,16 +16,29 @@ def binding_nb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def cache_stamps(cache: Path) -> dict:
     return {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
 
+def binding_nb_in_process(*args: str, cwd: Path) -> str:
+    "The console command's entry point (`binding_nb.diagnose.main`) run in this process as the command line `binding_nb ARGS` in `cwd`; its stdout."
+    import contextlib, io
+    from binding_nb.diagnose import main
+    argv, here, out = sys.argv, os.getcwd(), io.StringIO()
+    sys.argv = ["binding_nb", *args]
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out): main()
+    finally: sys.argv = argv; os.chdir(here)
+    return out.getvalue()
+
+pytestmark = pytest.mark.xdist_group("diagnose")   # its module fixture is built once, on one worker
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    "MiniLM (its packaged weights) and a random-init ViT-B-32 (CLEVR-2D, and PUG:SPARE with no data folder) diagnosed at the small budget."
+    """MiniLM (its packaged weights) and a random-init ViT-B-32 (CLEVR-2D, and PUG:SPARE with no data folder) diagnosed at the
+    small budget, by the console command's entry point in this process (the tests below run the installed command itself)."""
     root = tmp_path_factory.mktemp("diagnose")
-    first = binding_nb("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
-    assert first.returncode == 0, first.stderr[-3000:]
-    second = binding_nb("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d", "pug_spare",
-                        "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
-    assert second.returncode == 0, second.stderr[-3000:]
-    return root, first.stdout + second.stdout
+    first = binding_nb_in_process("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+    second = binding_nb_in_process("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d",
+                                   "pug_spare", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+    return root, first + second
 
 def summary(root: Path, name: str) -> dict:
     return json.loads((root / "r" / name / "summary.json").read_text())
@@ -93,9 +106,18 @@ def test_a_rerun_embeds_nothing_and_an_interrupted_run_resumes(reports):
     (["openclip:ViT-B-32", "--pretrained", "/nowhere/clip.pt"], "/nowhere/clip.pt"),
     (["st:all-MiniLM-L6-v2", "openclip:ViT-B-32", "--pretrained", "default", "random", "random"], "3 weights for 2 encoders"),
 ])
-def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, message):
-    run = binding_nb("diagnose", *args, "--out", "r", cwd=tmp_path)
-    assert run.returncode == 2 and message in run.stderr, run.stderr[-2000:]
+def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, message, capsys):
+    "Refused by the entry point, in process: exit status 2 and the message on stderr, no traceback, nothing written."
+    with pytest.raises(SystemExit) as exit_:
+        binding_nb_in_process("diagnose", *args, "--out", "r", cwd=tmp_path)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err, err[-2000:]
+    assert not (tmp_path / "r").exists()
+
+def test_the_installed_command_refuses_bad_arguments(tmp_path):
+    "The console command itself: a bad argument is one line on stderr and exit status 2, with no traceback."
+    run = binding_nb("diagnose", "clip", "--out", "r", cwd=tmp_path)
+    assert run.returncode == 2 and "unknown encoder 'clip'" in run.stderr, run.stderr[-2000:]
     assert "Traceback" not in run.stderr and not (tmp_path / "r").exists()
 
 def test_leaderboard_refuses_what_is_not_a_report(tmp_path):

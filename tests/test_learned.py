@@ -19,6 +19,8 @@ torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "06_learned_binding.ipynb"
 
 
+pytestmark = pytest.mark.xdist_group("learned")   # its module fixture is built once, on one worker
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "tiny.pt"

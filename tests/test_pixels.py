@@ -62,11 +62,11 @@ def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
     assert loss.item() < 0.2 * first, (first, loss.item())
 
 
-def test_a_resumed_pixel_run_renders_what_it_would_have(tmp_path):
+def test_a_resumed_pixel_run_renders_what_it_would_have(tmp_path, uninterrupted):
     "Stopped after 20 steps and resumed: the same result as the uninterrupted run, since the rendering count travels in the checkpoint."
     cfg = RunConfig(C=2, V=4, coverage=0.75, steps=40, batch_size=32, d_model=32, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
                     n_test_scenes=64, device="cpu", inputs="pixels", input_settings=dict(level=2))
-    whole = train_run(cfg, tmp_path / "whole.pt", progress=False)
+    whole, _ = uninterrupted(cfg)
     train_run(cfg, tmp_path / "cut.pt", stop_after=20, progress=False)
     resumed = train_run(cfg, tmp_path / "cut.pt", progress=False)
     for k in ("concept_acc", "object_acc", "best_step", "val_object_acc"): assert whole[k] == resumed[k], k

@@ -12,14 +12,13 @@ from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 
-CFG = dict(V=5, steps=40, batch_size=32, d_model=32, n_layers=2, eval_every=10, ckpt_every=10, n_val_scenes=32,
-           n_test_scenes=128, coverage=0.8, device="cpu")
+from conftest import TINY_RUN as CFG
 
 
-def test_resume_after_kill(tmp_path):
+def test_resume_after_kill(tmp_path, uninterrupted):
     "A run killed with SIGKILL mid-way resumes from its last checkpoint and ends exactly where an uninterrupted run ends."
     cfg = RunConfig(**CFG)
-    whole = train_run(cfg, tmp_path / "whole.pt", progress=False)
+    whole, _ = uninterrupted(cfg)
     ck = tmp_path / "killed.pt"
     script = textwrap.dedent(f"""
         import time, torch
@@ -55,14 +54,14 @@ def _count_steps(monkeypatch) -> list:
     return steps
 
 
-def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch):
+def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch, uninterrupted):
     """Changing log_every, amp or ckpt_every (how a run runs, not what it trains) used to set the checkpoint aside and restart
     from step 0: now the run resumes from the saved step, runs on with the new values, and ends exactly where an uninterrupted
     run of the new settings ends (on the CPU, amp 'auto' and 'fp32' are the same arithmetic)."""
     assert {"log_every", "amp", "ckpt_every", "device"} <= set(HOW_TO_RUN) and not {"lr", "seed", "eval_every", "steps"} & set(HOW_TO_RUN)
     cfg = RunConfig(**CFG)
     new = dataclasses.replace(cfg, log_every=3, amp="fp32", ckpt_every=20)
-    whole = train_run(new, tmp_path / "whole.pt", progress=False)
+    whole, whole_path = uninterrupted(new)
     ck = tmp_path / "run.pt"
     assert train_run(cfg, ck, stop_after=20, progress=False) is None and read_checkpoint(ck)["step"] == 20
     steps = _count_steps(monkeypatch)
@@ -72,11 +71,11 @@ def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch):
     assert len(steps) == cfg.steps - 20                                    # from step 20, not step 0
     drop = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}
     assert drop(resumed) == drop(whole)
-    a, b = read_checkpoint(ck), read_checkpoint(tmp_path / "whole.pt")
+    a, b = read_checkpoint(ck), read_checkpoint(whole_path)
     for part in ("model", "best_model"):
         assert a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
     assert a["config"] == dataclasses.asdict(new)                          # the new values hold from then on
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt", "whole.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
 
 
 def test_resume_under_bf16_continues_from_the_saved_step(tmp_path, monkeypatch):
