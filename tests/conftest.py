@@ -53,6 +53,20 @@ def run_parameter_check(notebook, cwd=None, **params) -> dict:
     return namespace
 
 
+@pytest.fixture
+def network_attempts(monkeypatch):
+    "Every network connection this process tries from now on, refused and recorded (its address): a test asserts there were none."
+    import socket
+    tried = []
+    def refuse(address):
+        tried.append(address)
+        raise OSError(f"the test refuses network connections (to {address})")
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *args, **kwargs: refuse((host, port)))   # a name looked up, first
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: refuse(address))
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: refuse(address))
+    return tried
+
+
 # --- shared by the encoder and cache tests -------------------------------------------------------------------------
 
 CAPTIONS = ["a red cube and a gray sphere", "a gray sphere and a red cube", "a blue cylinder", "a yellow cube and a cyan cube"]

@@ -116,27 +116,32 @@ OFFLINE_CASES = [("openclip:ViT-B-32", "openclip:ViT-B-32"), ("hf:facebook/dinov
 
 
 @pytest.mark.parametrize("name,shown", OFFLINE_CASES)
-def test_offline_pretrained_fails_fast(monkeypatch, name, shown):
+def test_offline_pretrained_fails_fast(monkeypatch, name, shown, network_attempts):
+    "Offline, published weights not in the cache: a clear error at once, without a single network connection (so no retries to wait on)."
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    t0 = time.perf_counter()
     with pytest.raises(WeightsUnavailableError) as err:
         load_encoder(name, device="cpu")
-    assert time.perf_counter() - t0 < 10, "failure bound: must not wait on network retries"
+    assert network_attempts == []
     msg = str(err.value)
     assert shown in msg and "offline" in msg and "pretrained=None" in msg and "/path/to/" in msg
     assert isinstance(err.value, FileNotFoundError)
 
 
 @pytest.mark.parametrize("name", [n for n, _ in OFFLINE_CASES])
-def test_unreachable_hub_without_offline_flag_fails_fast(monkeypatch, name):
-    "No HF_HUB_OFFLINE, but the hub host is a blackhole: the 2 s probe decides we are offline."
+def test_unreachable_hub_without_offline_flag_fails_fast(monkeypatch, name, network_attempts):
+    """No HF_HUB_OFFLINE, but the hub does not answer (its probe times out, as against a blackhole): that one probe, with its 2 s
+    timeout, decides we are offline; nothing retries and nothing else reaches for the network."""
+    import urllib.request
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"): monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "https://10.255.255.1")  # no valid HTTPS answer: a hang (cut at 2 s) or a TLS error
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
     monkeypatch.setattr(W, "_PROBE", {})
-    t0 = time.perf_counter()
+    probes = []
+    def blackhole(request, timeout=None, **kwargs):
+        probes.append((request.full_url, timeout)); raise TimeoutError("timed out")
+    monkeypatch.setattr(urllib.request, "urlopen", blackhole)
     with pytest.raises(WeightsUnavailableError, match="offline"):
         load_encoder(name, device="cpu")
-    assert time.perf_counter() - t0 < 15
+    assert [timeout for _, timeout in probes] == [2.0] and probes[0][0].startswith("https://hub.invalid") and network_attempts == []
 
 
 def test_local_checkpoint_path(tmp_path, clip_image):
@@ -249,9 +254,7 @@ def test_check_weights_accepts_what_load_encoder_loads_without_loading(tmp_path,
           (f"hf:{E.packaged_minilm()}", True), ("hf:x", str(E.packaged_minilm())),
           ("st:all-MiniLM-L6-v2", True), ("st:all-MiniLM-L6-v2", None), ("st:sentence-transformers/all-mpnet-base-v2", True),
           ("st:x", str(E.packaged_minilm()))]
-    t0 = time.perf_counter()
-    for name, pretrained in ok: assert E.check_weights(name, pretrained) is None, (name, pretrained)
-    assert time.perf_counter() - t0 < 5
+    for name, pretrained in ok: assert E.check_weights(name, pretrained) is None, (name, pretrained)   # and nothing loaded (above)
 
 
 def test_check_weights_refuses_what_load_encoder_would_refuse(tmp_path):

@@ -196,13 +196,11 @@ def test_any_callable_encoder_on_captions(tmp_path):
 
 
 def test_large_text_space_in_blocks():
-    "160,400 captions' worth of scenes: retrieval and probes run in blocks and samples, within memory and time."
+    "160,400 captions' worth of scenes: retrieval and probes run in blocks and samples (their sizes checked; the time is bench_geometry's)."
     space, objects = text_captions().space, text_captions().objects
     emb = toy_embeddings(space, objects, "objects", dim=32)
-    t0 = time.perf_counter()
     rep = geometry_report(emb, (objects, space), sections=["reconstruction"], estimators=["avg"], max_queries=256,
                           max_probe_scenes=2048, probe_iters=30, device="cpu")
-    assert time.perf_counter() - t0 < 90
     r = rep.reconstruction.iloc[0]
     assert r.n == 160_000 and r.n_retrieval == 256 and r.r2 > 0.9 and r.retrieval > 0.9
 
