@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from .approximators import family, held_out_reference, score_approximator
+from .association import BINDS, association
 from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
@@ -32,12 +32,12 @@ from .utils import (file_signature, fingerprint, in_processes, is_set_aside, mak
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAPER_OBJECTS', 'PAPER_STEPS', 'PAPER_VAL_FRACTION',
-           'KNOWN_KINDS', 'MODEL_COLUMNS', 'BINDS', 'FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_NAMES', 'QueryProbes',
-           'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
-           'held_out_sets', 'fit_binding', 'paper_object_sample', 'paper_binding', 'paper_cells',
-           'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers', 'TrainedModel', 'architecture_name',
-           'train_models', 'trained_models', 'check_study', 'binding_study', 'association', 'form_vs_generalisation',
-           'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation']
+           'KNOWN_KINDS', 'MODEL_COLUMNS', 'FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_NAMES', 'QueryProbes', 'binding_scenes',
+           'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets',
+           'fit_binding', 'paper_object_sample', 'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal',
+           'known_binding', 'paper_known_answers', 'TrainedModel', 'architecture_name', 'train_models',
+           'trained_models', 'check_study', 'binding_study', 'form_vs_generalisation', 'plot_complexity_learned',
+           'plot_forms', 'plot_form_vs_generalisation']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
@@ -378,45 +378,6 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
                    paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps, paper_lr=paper_lr)
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers, "binding functions", progress)
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])
-
-# %% ../nbs/06_learned_binding.ipynb #c739372b
-BINDS = 0.8   # a model binds when its own held-out object recognition is above this
-
-def _pearson(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    "Pearson r of `a` and `b` along `axis` (NaN where either is constant)."
-    a, b = a - a.mean(axis, keepdims=True), b - b.mean(axis, keepdims=True)
-    den = np.sqrt((a * a).sum(axis) * (b * b).sum(axis))
-    return np.where(den > 1e-12, (a * b).sum(axis) / np.where(den > 1e-12, den, 1.0), np.nan)
-
-def _interval(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    "The 95% percentile interval of r over `n_boot` resamples of the pairs (constant resamples skipped)."
-    idx = np.random.default_rng(seed).integers(len(x), size=(n_boot, len(x)))
-    rb = _pearson(x[idx], y[idx])
-    return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))
-
-def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5, binds: float = BINDS) -> dict[str, float]:
-    """How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95%
-    bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds`
-    bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than
-    `n_boot`), and r among the models whose `x` is above `binds`."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
-    n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y, n = x[ok], y[ok], int(ok.sum())
-    bind = x > binds
-    out = dict.fromkeys(["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"], float("nan"))
-    out.update(n_models=n, n_binders=int(bind.sum()))
-    if n < 3 or x.std() == 0 or y.std() == 0: return out
-    # seed, seed + 1, ...: the first is reported
-    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])
-    p = stats.permutation_test((x,), lambda a, axis=-1: _pearson(a, y, axis), permutation_type="pairings", vectorized=True,   # x's order against y's
-                               n_resamples=n_boot, rng=seed).pvalue
-    out.update(r=float(_pearson(x, y)), r_low=ends[0, 0], r_high=ends[0, 1], r_low_spread=float(np.ptp(ends[:, 0])),
-               r_high_spread=float(np.ptp(ends[:, 1])), spearman=float(stats.spearmanr(x, y).statistic), p_permutation=float(p),
-               r_binders=float(_pearson(x[bind], y[bind])) if bind.sum() >= 3 else float("nan"))
-    return out
 
 # %% ../nbs/06_learned_binding.ipynb #c40a5297
 FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                      # exhaustive, selected on validation
