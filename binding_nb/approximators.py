@@ -158,9 +158,13 @@ class Approximator:
     monitored: list = field(default_factory=list)   # a monitor's numbers at each validation step (`fit_approximator`'s `monitor`)
     start: int = 0                 # the start kept: -1 the moment start, i >= 0 the random start of seed + i
     finish_step: int = 0           # the L-BFGS iteration kept (0: none, or the start itself)
+    slots: int | None = None       # objects per scene it was fitted on (None: not recorded)
 
     def predict(self, values: np.ndarray, chunk: int = 65536) -> np.ndarray:
         values = np.asarray(values)
+        if self.slots is not None and (values.ndim != 3 or values.shape[1] != self.slots):
+            raise ValueError(f"this {self.family} was fitted on scenes of {self.slots} objects, values[n, {self.slots}, C]; got shape {values.shape}: "
+                             f"predict scenes of {self.slots} objects, or fit another on these")
         if isinstance(self.model, nn.Module):
             dev = next(self.model.parameters()).device
             with torch.inference_mode():
@@ -295,6 +299,8 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
     init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
     if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
     starts, finish = whole_number(starts, "starts", low=0 if moment else 1), whole_number(finish, "finish", low=0)
+    eval_every = whole_number(eval_every, "eval_every", low=1)
+    if batch_size is not None: batch_size = whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
     if moment and fam.form is None:
         raise ValueError(f"a moment start is computed for a form probe; {fam.name} has no form: drop moment")
     if fam.kind == "tree" and (starts != 1 or finish):
@@ -310,7 +316,7 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
                              f"float32); approximators are fitted to finite embeddings: drop or fix such rows")
     if fam.kind == "tree":
         model = fam.make(capacity, lr, seed).fit(one_hot_scenes(space, X_train), Y_train)
-        app = Approximator(fam.name, model, space, Y_train.shape[1])
+        app = Approximator(fam.name, model, space, Y_train.shape[1], slots=X_train.shape[1])
         app.val_loss = float(((app.predict(X_val) - Y_val) ** 2).mean())
         if monitor is not None: app.monitored = [dict(step=0, **monitor(app.predict))]
         return app
@@ -323,7 +329,7 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         except TrainingDiverged as e: diverged = e; continue          # another start may converge
         logged += seen
         if best is None or loss < best.val_loss:
-            best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept)
+            best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept, slots=X_train.shape[1])
     if best is None: raise diverged
     best.monitored = logged
     return best
