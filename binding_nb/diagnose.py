@@ -334,7 +334,7 @@ def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "de
 def refused(command: str):
     "Bad arguments, as the command line reports them: the message on stderr and exit status 2, no traceback."
     try: yield
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, OSError) as e:                  # OSError: a folder that is a file, sits under one, or is read-only
         print(f"binding_nb {command}: error: {e}", file=sys.stderr); sys.exit(2)
 
 @call_parse
@@ -352,7 +352,11 @@ def diagnose_cli(
     device: Param("auto, cpu or cuda", str) = "auto",
     quiet: Param("no progress bars", store_true) = False):
     "Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a leaderboard."
-    with refused("diagnose"): diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)   # before any model loads
+    with refused("diagnose"):                                      # every argument, before any model loads
+        diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)
+        resolve_device(device)
+        if cache_dir not in ("none", "default"): check_cache_dir(cache_dir)
+        writable_folder(out, "--out", "pass a folder you can write to")
     board = diagnose(encoders, out, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, None if cache_dir == "none" else cache_dir,
                      device, pug_root, "binding_nb diagnose " + shlex.join(sys.argv[1:]), not quiet)
     print(markdown_table(board.drop(columns="report")))

@@ -114,6 +114,22 @@ def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, messag
     assert exit_.value.code == 2 and message in err, err[-2000:]
     assert not (tmp_path / "r").exists()
 
+@pytest.mark.parametrize("args, message", [
+    (["--out", "a_file"], "--out a_file is a file, not a folder"),
+    (["--out", "a_file/sub"], "--out a_file/sub cannot be created: a_file is a file"),
+    (["--out", "r", "--cache_dir", "a_file/cache"], "cache_dir a_file/cache cannot be created: a_file is a file"),
+    (["--out", "r", "--device", "bogus"], "unknown device 'bogus'"),
+])
+def test_unusable_folders_and_devices_are_refused_before_any_work(tmp_path, args, message, capsys, monkeypatch):
+    "A folder that is a file or sits under one, and a device that does not exist: exit 2 with one line, before anything is diagnosed."
+    import binding_nb.diagnose as D
+    monkeypatch.setattr(D, "diagnose", lambda *a, **k: pytest.fail("diagnosed despite a bad argument"))
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        binding_nb_in_process("diagnose", "st:all-MiniLM-L6-v2", *args, cwd=tmp_path)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "Traceback" not in err, err[-2000:]
+
 def test_the_installed_command_refuses_bad_arguments(tmp_path):
     "The console command itself: a bad argument is one line on stderr and exit status 2, with no traceback."
     run = binding_nb("diagnose", "clip", "--out", "r", cwd=tmp_path)
