@@ -241,3 +241,15 @@ def test_form_recovery_script(tmp_path):
     again = subprocess.run(cmd + ["--recognition"], capture_output=True, text=True, timeout=300)
     rows = pd.read_csv(out)
     assert again.returncode == 0 and len(rows) == 4 and rows.test_object_acc.notna().sum() == 1, rows     # the one row asked for, replaced
+
+
+def test_known_answers_script_checks_its_command_line_before_any_fit(tmp_path, capsys):
+    "`scripts/known_answers.py`: each rank once (--ranks 8 8 fits rank 8 once), and an --out that is a folder or sits under a file is refused before any fit."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("known_answers_script", Path(__file__).parents[1] / "scripts" / "known_answers.py")
+    script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
+    assert script.parse(["--ranks", "16", "8", "8", "--out", str(tmp_path / "k.csv")]).ranks == [8, 16]
+    (tmp_path / "a_file").write_text("x")
+    for out, message in ((tmp_path, "is a folder: name the CSV file"), (tmp_path / "a_file" / "k.csv", "a_file is a file")):
+        with pytest.raises(SystemExit) as e: script.parse(["--out", str(out)])
+        assert e.value.code == 2 and message in capsys.readouterr().err
