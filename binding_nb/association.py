@@ -36,7 +36,9 @@ def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5
     bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds`
     bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than
     `n_boot`), and r among the models whose `x` is above `binds`."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
+    try: x, y = np.asarray(x, float), np.asarray(y, float)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"association pairs numbers, one per model in each sequence (held-out recognition); got what is not a number: {e}") from None
     if x.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
     n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)

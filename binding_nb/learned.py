@@ -337,6 +337,15 @@ def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds,
     fields = _model_fields(m)
     return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
 
+def _each_once(models: Sequence[TrainedModel | RunConfig]) -> list:
+    "`models` with each listed once (a trained model by its checkpoint, a config by its run), a warning naming those listed again."
+    key = lambda m: str(Path(m.checkpoint).resolve()) if isinstance(m, TrainedModel) else m.run_name()
+    first = {}
+    for m in models: first.setdefault(key(m), m)
+    if len(first) < len(models):
+        warnings.warn(f"{len(models) - len(first)} model(s) listed more than once; each is studied once")
+    return list(first.values())
+
 def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[float], seeds: Sequence[int], n_scenes: int | None,
                 val_fraction: float, device="auto", paper_objects: int | None = None, paper_forms: Sequence[str] = ()) -> None:
     "Refuse, before anything is trained or fitted, what `binding_study` would fail on later: the device, each config, and each model's approximator splits."
@@ -368,6 +377,7 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
                   paper_forms: Sequence[str] = ("global_product",), paper_steps: int = PAPER_STEPS, paper_lr: float = 1e-2) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours') and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker. With `paper_objects`, the authors' protocol beside ours: `paper_forms` in their setting on `paper_binding` (`protocol` 'paper')."
     if not models: raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
+    models = _each_once(models)
     for c in cells: family(c.family)
     check_study(models, fractions, seeds, n_scenes, val_fraction, device, paper_objects, paper_forms)
     paper_steps, paper_lr = whole_number(paper_steps, "paper_steps", low=1), number_in(paper_lr, "paper_lr", 0, low_open=True)
