@@ -163,7 +163,8 @@ class Approximator:
     def predict(self, values: np.ndarray, chunk: int = 65536) -> np.ndarray:
         values = np.asarray(values)
         if self.slots is not None and (values.ndim != 3 or values.shape[1] != self.slots):
-            raise ValueError(f"this {self.family} was fitted on scenes of {self.slots} objects, values[n, {self.slots}, C]; got shape {values.shape}: "
+            raise ValueError(f"this {self.family} was fitted on scenes of {self.slots} objects, "
+                             f"values[n, {self.slots}, C]; got shape {values.shape}: "
                              f"predict scenes of {self.slots} objects, or fit another on these")
         if isinstance(self.model, nn.Module):
             dev = next(self.model.parameters()).device
@@ -329,7 +330,8 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         except TrainingDiverged as e: diverged = e; continue          # another start may converge
         logged += seen
         if best is None or loss < best.val_loss:
-            best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept, slots=X_train.shape[1])
+            best = Approximator(fam.name, model, space, Y_train.shape[1], step, loss, start=start, finish_step=kept,
+                                slots=X_train.shape[1])
     if best is None: raise diverged
     best.monitored = logged
     return best

@@ -14,53 +14,15 @@ from scipy import stats
 from .utils import whole_number
 
 # %% auto #0
-__all__ = ['BINDS', 'association', 'weighted_pearson', 'cluster_counts', 'cluster_interval', 'by_group', 'clustered_association']
+__all__ = ['BINDS', 'pearson', 'association', 'cluster_counts', 'cluster_interval', 'by_group', 'clustered_association']
 
 # %% ../nbs/06a_association.ipynb #0a857a64
 BINDS = 0.8   # a model binds when its own held-out object recognition is above this
 
-def _pearson(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    "Pearson r of `a` and `b` along `axis` (NaN where either is constant)."
-    a, b = a - a.mean(axis, keepdims=True), b - b.mean(axis, keepdims=True)
-    den = np.sqrt((a * a).sum(axis) * (b * b).sum(axis))
-    return np.where(den > 1e-12, (a * b).sum(axis) / np.where(den > 1e-12, den, 1.0), np.nan)
-
-def _interval(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    "The 95% percentile interval of r over `n_boot` resamples of the pairs (constant resamples skipped)."
-    idx = np.random.default_rng(seed).integers(len(x), size=(n_boot, len(x)))
-    rb = _pearson(x[idx], y[idx])
-    return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))
-
-def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5, binds: float = BINDS) -> dict[str, float]:
-    """How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95%
-    bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds`
-    bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than
-    `n_boot`), and r among the models whose `x` is above `binds`."""
-    try: x, y = np.asarray(x, float), np.asarray(y, float)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"association pairs numbers, one per model in each sequence (held-out recognition); got what is not a number: {e}") from None
-    if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: one value per model in each")
-    n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y, n = x[ok], y[ok], int(ok.sum())
-    bind = x > binds
-    out = dict.fromkeys(["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"], float("nan"))
-    out.update(n_models=n, n_binders=int(bind.sum()))
-    if n < 3 or x.std() == 0 or y.std() == 0: return out
-    # seed, seed + 1, ...: the first is reported
-    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])
-    p = stats.permutation_test((x,), lambda a, axis=-1: _pearson(a, y, axis), permutation_type="pairings", vectorized=True,   # x's order against y's
-                               n_resamples=n_boot, rng=seed).pvalue
-    out.update(r=float(_pearson(x, y)), r_low=ends[0, 0], r_high=ends[0, 1], r_low_spread=float(np.ptp(ends[:, 0])),
-               r_high_spread=float(np.ptp(ends[:, 1])), spearman=float(stats.spearmanr(x, y).statistic), p_permutation=float(p),
-               r_binders=float(_pearson(x[bind], y[bind])) if bind.sum() >= 3 else float("nan"))
-    return out
-
-# %% ../nbs/06a_association.ipynb #e3da3a9f
-def weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    "Pearson r of `x` and `y` under weights `w[..., n]` (a count per model), one r per row of `w`; NaN where either is constant."
-    w = np.asarray(w, float)
+def pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """Pearson r of `x` and `y` along their last axis, under weights `w[..., n]` (a count per model; None: one each),
+    one r per row; NaN where either is constant."""
+    w = np.ones(np.shape(x)[-1]) if w is None else np.asarray(w, float)
     total = w.sum(-1, keepdims=True)
     dx, dy = x - (w * x).sum(-1, keepdims=True) / total, y - (w * y).sum(-1, keepdims=True) / total
     cov, vx, vy = (w * dx * dy).sum(-1), (w * dx * dx).sum(-1), (w * dy * dy).sum(-1)
@@ -68,39 +30,86 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     ok = den > 1e-12 * np.maximum(1.0, total[..., 0])
     return np.where(ok, cov / np.where(ok, den, 1.0), np.nan)
 
+def _interval(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
+    "The 95% percentile interval of r over `n_boot` resamples of the pairs (constant resamples skipped)."
+    idx = np.random.default_rng(seed).integers(len(x), size=(n_boot, len(x)))
+    return tuple(float(q) for q in np.nanpercentile(pearson(x[idx], y[idx]), [2.5, 97.5]))
+
+def _numbers(x, y) -> tuple[np.ndarray, np.ndarray]:
+    "`x` and `y` as two flat float arrays of one length: one value per model in each."
+    try: x, y = np.asarray(x, float), np.asarray(y, float)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"association pairs numbers, one per model in each sequence (held-out recognition); "
+                         f"got what is not a number: {e}") from None
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"association pairs two flat sequences of one length, got shapes {x.shape} and {y.shape}: "
+                         "one value per model in each")
+    return x, y
+
+def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5,
+                binds: float = BINDS) -> dict[str, float]:
+    """How paired `x` (a model's own held-out object recognition) and `y` (a form's) go together: Pearson r and its 95%
+    bootstrap interval over the pairs (`n_boot` resamples, percentile), the range of each end over `spread_seeds`
+    bootstrap seeds, Spearman's rho, a two-sided permutation p for r (exact where the pairings are fewer than
+    `n_boot`), and r among the models whose `x` is above `binds`."""
+    x, y = _numbers(x, y)
+    n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y, n = x[ok], y[ok], int(ok.sum())
+    bind = x > binds
+    names = ["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"]
+    out = dict.fromkeys(names, float("nan")) | dict(n_models=n, n_binders=int(bind.sum()))
+    if n < 3 or x.std() == 0 or y.std() == 0: return out
+    ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])   # the first seed's is reported
+    r_of = lambda a, axis=-1: pearson(np.moveaxis(a, axis, -1), y)                       # x's order against y's
+    p = stats.permutation_test((x,), r_of, permutation_type="pairings", vectorized=True, n_resamples=n_boot,
+                               rng=seed).pvalue
+    r_binders = float(pearson(x[bind], y[bind])) if bind.sum() >= 3 else float("nan")
+    return out | dict(r=float(pearson(x, y)), r_low=ends[0, 0], r_high=ends[0, 1],
+                      r_low_spread=float(np.ptp(ends[:, 0])), r_high_spread=float(np.ptp(ends[:, 1])),
+                      spearman=float(stats.spearmanr(x, y).statistic), p_permutation=float(p), r_binders=r_binders)
+
+# %% ../nbs/06a_association.ipynb #e3da3a9f
 def cluster_counts(groups: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
-    "`[n_boot, n]` counts of each model in `n_boot` two-stage resamples: the groups with replacement, then each drawn group's models with replacement."
+    """`[n_boot, n]` counts of each model in `n_boot` two-stage resamples: the groups with replacement, then each drawn
+    group's models with replacement."""
     labels, codes = np.unique(np.asarray(groups), return_inverse=True)
     rng, counts = np.random.default_rng(seed), np.zeros((n_boot, len(codes)), np.int64)
-    drawn = rng.multinomial(len(labels), np.full(len(labels), 1 / len(labels)), size=n_boot)      # [n_boot, G]: times each group is drawn
-    for g in range(len(labels)):                                                                # G groups: a handful
+    drawn = rng.multinomial(len(labels), np.full(len(labels), 1 / len(labels)), size=n_boot)   # [n_boot, G] draws
+    for g in range(len(labels)):                                                             # G groups: a handful
         members = np.flatnonzero(codes == g)
         counts[:, members] = rng.multinomial(drawn[:, g] * len(members), np.full(len(members), 1 / len(members)))
     return counts
 
 def cluster_interval(x, y, groups, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    "The 95% percentile interval of r over `n_boot` cluster-bootstrap resamples of the models in `groups` (resamples without an r skipped)."
+    """The 95% percentile interval of r over `n_boot` cluster-bootstrap resamples of the models in `groups`
+    (resamples without an r skipped)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    rb = weighted_pearson(x, y, cluster_counts(groups, whole_number(n_boot, "n_boot", low=1), seed))
+    rb = pearson(x, y, cluster_counts(groups, whole_number(n_boot, "n_boot", low=1), seed))
     if np.isnan(rb).all(): return float("nan"), float("nan")
     return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))
 
 # %% ../nbs/06a_association.ipynb #0b5a8914
 def by_group(x, y, groups) -> pd.DataFrame:
-    "Per group: its models, r among them (`r_within`), and r over every other group's models (`r_without`; NaN where fewer than 3 models)."
+    """Per group: its models, r among them (`r_within`), and r over every other group's models (`r_without`; NaN where
+    fewer than 3 models)."""
     x, y, groups = np.asarray(x, float), np.asarray(y, float), np.asarray(groups)
-    r = lambda m: float(weighted_pearson(x, y, m.astype(float))) if m.sum() >= 3 else float("nan")
-    return pd.DataFrame([dict(group=g, n_models=int((groups == g).sum()), r_within=r(groups == g), r_without=r(groups != g))
-                         for g in pd.unique(groups)])
+    r = lambda m: float(pearson(x, y, m.astype(float))) if m.sum() >= 3 else float("nan")
+    return pd.DataFrame([dict(group=g, n_models=int((groups == g).sum()), r_within=r(groups == g),
+                              r_without=r(groups != g)) for g in pd.unique(groups)])
 
 # %% ../nbs/06a_association.ipynb #ce36c6f6
 def clustered_association(x, y, groups, n_boot: int = 10_000, seed: int = 0) -> dict[str, float]:
-    "`association` of `x` and `y`, with the cluster-bootstrap interval over `groups` (`r_low_cluster`, `r_high_cluster`) and the range of r within and without each group."
-    x, y, groups = np.asarray(x, float), np.asarray(y, float), np.asarray(groups)
-    if groups.shape != x.shape: raise ValueError(f"groups must give one group per model: got {groups.shape} for {x.shape} models")
+    """`association` of `x` and `y`, with the cluster-bootstrap interval over `groups` (`r_low_cluster`,
+    `r_high_cluster`) and the range of r within and without each group."""
+    x, y = _numbers(x, y)
+    groups = np.asarray(groups)
+    if groups.shape != x.shape:
+        raise ValueError(f"groups must give one group per model: got {groups.shape} for {x.shape} models")
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, groups = x[ok], y[ok], groups[ok]
     low, high = cluster_interval(x, y, groups, n_boot, seed)
     t = by_group(x, y, groups)
-    return {**association(x, y, n_boot, seed), "n_groups": len(t), "r_low_cluster": low, "r_high_cluster": high,
-            "r_within_min": t.r_within.min(), "r_within_max": t.r_within.max(), "r_without_min": t.r_without.min(), "r_without_max": t.r_without.max()}
+    return association(x, y, n_boot, seed) | dict(
+        n_groups=len(t), r_low_cluster=low, r_high_cluster=high, r_within_min=t.r_within.min(),
+        r_within_max=t.r_within.max(), r_without_min=t.r_without.min(), r_without_max=t.r_without.max())

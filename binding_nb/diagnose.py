@@ -334,7 +334,7 @@ def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "de
 def refused(command: str):
     "Bad arguments, as the command line reports them: the message on stderr and exit status 2, no traceback."
     try: yield
-    except (ValueError, TypeError, OSError) as e:                  # OSError: a folder that is a file, sits under one, or is read-only
+    except (ValueError, TypeError, OSError) as e:      # OSError: a folder that is a file, under one, or read-only
         print(f"binding_nb {command}: error: {e}", file=sys.stderr); sys.exit(2)
 
 @call_parse

@@ -176,9 +176,11 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
     n = len(scenes)
     if n == 0: raise ValueError("in_batch_recognition scores batches of scenes: got none; pass at least one scene")
-    dev = next((e.device for e in (scene_emb, value_emb, object_emb) if isinstance(e, torch.Tensor)), torch.device("cpu"))
-    scene_emb, value_emb, object_emb = (e.to(dev) if isinstance(e, torch.Tensor) else torch.as_tensor(e, dtype=torch.float32, device=dev)
-                                        for e in (scene_emb, value_emb, object_emb))   # numpy arrays too
+    embs = (scene_emb, value_emb, object_emb)
+    dev = next((e.device for e in embs if isinstance(e, torch.Tensor)), torch.device("cpu"))
+    as_tensor = lambda e: e.to(dev) if isinstance(e, torch.Tensor) else torch.as_tensor(e, dtype=torch.float32,
+                                                                                             device=dev)
+    scene_emb, value_emb, object_emb = map(as_tensor, embs)                       # numpy arrays too
     for name, e, rows in [("scene_emb", scene_emb, n), ("value_emb", value_emb, space.n_values), ("object_emb", object_emb, space.n_objects)]:
         if e.ndim != 2 or len(e) != rows or e.shape[1] != scene_emb.shape[-1]:
             raise ValueError(f"{name} must be [{rows}, d] with scene_emb's d={scene_emb.shape[-1]}, got {tuple(e.shape)}")

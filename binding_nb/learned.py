@@ -338,7 +338,7 @@ def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds,
     return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
 
 def _each_once(models: Sequence[TrainedModel | RunConfig]) -> list:
-    "`models` with each listed once (a trained model by its checkpoint, a config by its run), a warning naming those listed again."
+    "`models` with each listed once (a trained model by its checkpoint, a config by its run), warning if any was not."
     key = lambda m: str(Path(m.checkpoint).resolve()) if isinstance(m, TrainedModel) else m.run_name()
     first = {}
     for m in models: first.setdefault(key(m), m)

@@ -81,12 +81,15 @@ def verdict(stages: Sequence[Stage]) -> pd.DataFrame:
 
 # %% ../nbs/08a_reports.ipynb #f70a0d63
 def _markdown_text(v) -> str:
-    "Text for a Markdown table cell: HTML escaped (Markdown renders raw HTML: a name holding `<svg onload=...>` must stay text), '|' escaped."
+    """Text for a Markdown table cell: HTML escaped (Markdown renders raw HTML: a name holding `<svg onload=...>`
+    must stay text), '|' escaped."""
     return html.escape(str(v)).replace("|", "\\|")
 
 def markdown_table(df: pd.DataFrame, digits: int = 2) -> str:
     "`df` as a Markdown pipe table, floats to `digits` places, HTML and '|' in cells and headers escaped."
-    cell = lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.{digits}f}" if isinstance(v, (float, np.floating)) else _markdown_text(v)
+    def cell(v) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)): return ""
+        return f"{v:.{digits}f}" if isinstance(v, (float, np.floating)) else _markdown_text(v)
     lines = ["| " + " | ".join(map(_markdown_text, df.columns)) + " |", "|" + "---|" * len(df.columns)]
     return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)])
 
@@ -169,7 +172,7 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
         else: raise FileNotFoundError(f"{p} does not exist: pass report folders or summary.json files")
     if not files: raise FileNotFoundError(f"no summary.json under {[str(p) for p in paths]}: pass the --out folders of binding_nb diagnose")
     first: dict[Path, Path] = {}
-    for f in files: first.setdefault(f.resolve(), f)                    # a report named twice (its folder and its file) is one row
+    for f in files: first.setdefault(f.resolve(), f)          # a report named twice (folder and file) is one row
     files = list(first.values())
     rows = []
     for f in files:
@@ -177,8 +180,8 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
         if not {"encoder", "budget", "stage_seconds", "headline"} <= set(s):
             raise ValueError(f"{f} is not a summary of binding_nb diagnose: remove it, or run the diagnosis again")
         if not isinstance(s["headline"], dict) or set(s["headline"]) & {"encoder", "budget", "seconds", "report"}:
-            raise ValueError(f"{f} is not a summary of binding_nb diagnose: its headline must map measures to numbers, none named "
-                             f"encoder, budget, seconds or report; remove it, or run the diagnosis again")
+            raise ValueError(f"{f} is not a summary of binding_nb diagnose: its headline must map measures to numbers, "
+                             "none named encoder, budget, seconds or report; remove it, or run the diagnosis again")
         rows.append(dict(encoder=s["encoder"], budget=s["budget"], seconds=s["stage_seconds"], **s["headline"], report=str(f.parent)))
     return pd.DataFrame(rows)
 

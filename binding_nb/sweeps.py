@@ -77,12 +77,16 @@ class Cell:
         if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
             need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
             raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
-        if not isinstance(self.moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {self.moment!r}")
-        settled = dict(capacity=whole_number(self.capacity, f"the capacity of {self.family}", low=0 if fam.kind == "tree" else 1), lr=float(lr),
-                       init=number_in(self.init, "init", 0, low_open=True), init_mean=number_in(self.init_mean, "init_mean"),
-                       starts=whole_number(self.starts, "starts", low=0 if self.moment else 1), moment=bool(self.moment),
+        if not isinstance(self.moment, (bool, np.bool_)):
+            raise ValueError(f"moment must be True or False, got {self.moment!r}")
+        low = 0 if fam.kind == "tree" else 1                  # a tree's depth 0 is unlimited
+        settled = dict(capacity=whole_number(self.capacity, f"the capacity of {self.family}", low=low), lr=float(lr),
+                       init=number_in(self.init, "init", 0, low_open=True),
+                       init_mean=number_in(self.init_mean, "init_mean"), moment=bool(self.moment),
+                       starts=whole_number(self.starts, "starts", low=0 if self.moment else 1),
                        finish=whole_number(self.finish, "finish", low=0))
-        for name, value in settled.items(): object.__setattr__(self, name, value)   # one value, one key: 2 and 2.0, np.int64(20) and 20 alike
+        for name, value in settled.items():        # one value, one key: 2 and 2.0, np.int64(20) and 20 alike
+            object.__setattr__(self, name, value)
         if self.solver() and fam.kind == "tree": raise ValueError(f"{self.family} is fitted once: starts, moment and finish apply to the torch families")
         if self.moment and fam.form is None: raise ValueError(f"a moment start is a form probe's; {self.family} has none")
 
@@ -261,7 +265,7 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
     if not cells or not list(coverages) or not seeds: raise ValueError(f"nothing to fit: cells, {coverage_name}s and seeds must each be non-empty")
     for c in cells: family(c.family)
     steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
-    batch_size = None if batch_size is None else whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
+    if batch_size is not None: batch_size = whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
     draw = split_seed or (lambda s: s)
     splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}   # every split checked first
     path = results.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
