@@ -23,9 +23,10 @@ from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, member
 from .utils import make_generator, number_in, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'one_hot_scenes', 'chain_product', 'BindingMLP', 'Form', 'FormProbe', 'Approximator',
-           'train_torch', 'Standardised', 'Family', 'family', 'free_directions', 'memorises', 'fit_approximator',
-           'unprobed', 'score_approximator', 'held_out_reference', 'form_encoder', 'form_embeddings', 'form_queries']
+__all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'PROBE_SOLVER', 'ONE_ADAM_START', 'one_hot_scenes', 'chain_product', 'BindingMLP',
+           'Form', 'FormProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'free_directions',
+           'memorises', 'solver_settings', 'fit_approximator', 'unprobed', 'score_approximator', 'held_out_reference',
+           'form_encoder', 'form_embeddings', 'form_queries']
 
 # %% ../nbs/04a_approximators.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -258,6 +259,22 @@ def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Se
     form = family(name).form
     return form is not None and free_directions(form, capacity, values_per_concept) >= fit_objects
 
+# %% ../nbs/04a_approximators.ipynb #68daef90
+PROBE_SOLVER = dict(starts=1, moment=True, finish=200)   # a form probe, unless told otherwise (ours): the moment start and one random start, each finished
+ONE_ADAM_START = dict(starts=1, moment=False, finish=0)  # every other family (a tree: fitted once), and the paper's fit of every probe
+
+def solver_settings(name: str, starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> dict:
+    """How family `name` is fitted: `starts`, `moment` and `finish` as given, checked, and where not given (None) its
+    default: `PROBE_SOLVER` for a form probe, `ONE_ADAM_START` for any other family."""
+    fam = family(name)
+    given = {k: v for k, v in dict(starts=starts, moment=moment, finish=finish).items() if v is not None}
+    s = {**(PROBE_SOLVER if fam.form is not None else ONE_ADAM_START), **given}
+    if not isinstance(s["moment"], (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {s['moment']!r}")
+    if s["moment"] and fam.form is None: raise ValueError(f"a moment start is a form probe's; {name} has no form: drop moment")
+    s = dict(starts=whole_number(s["starts"], "starts", low=0 if s["moment"] else 1), moment=bool(s["moment"]), finish=whole_number(s["finish"], "finish", low=0))
+    if fam.kind == "tree" and s != ONE_ADAM_START: raise ValueError(f"{name} is fitted once, not from starts: drop starts, moment and finish")
+    return s
+
 # %% ../nbs/04a_approximators.ipynb #291b9aa5
 def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, capacity: int,
                lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float, init_mean: float, start: int,
@@ -289,23 +306,20 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
         seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
         monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None,
-        starts: int = 1, moment: bool = False, finish: int = 0) -> Approximator:
+        starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> Approximator:
     """Fit an approximator of `family_name` mapping scenes `X[n, m, C]` (concept values) to embeddings `Y[n, d]`,
     selected on `(X_val, Y_val)`; `init`, `init_mean`: a form probe's tables start at N(init_mean, init^2);
     `monitor(predict)`: numbers logged at each validation (once, for a tree), never used to select. Torch families:
     `starts` random starts (seeds `seed`, `seed + 1`, ...), with `moment` a form probe's moment start too, each
-    finished by up to `finish` L-BFGS iterations in double precision; the start of lowest validation loss is kept."""
+    finished by up to `finish` L-BFGS iterations in double precision; the start of lowest validation loss is kept.
+    Where not given, they are the family's default (`solver_settings`): a form probe's moment start and one random
+    start, each finished by 200 iterations; one Adam start for an MLP."""
     fam = family(family_name)
     capacity = whole_number(capacity, "capacity", low=0 if fam.kind == "tree" else 1)
     init, init_mean = number_in(init, "init", 0, low_open=True), number_in(init_mean, "init_mean")
-    if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
-    starts, finish = whole_number(starts, "starts", low=0 if moment else 1), whole_number(finish, "finish", low=0)
+    starts, moment, finish = solver_settings(fam.name, starts, moment, finish).values()
     eval_every = whole_number(eval_every, "eval_every", low=1)
     if batch_size is not None: batch_size = whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
-    if moment and fam.form is None:
-        raise ValueError(f"a moment start is computed for a form probe; {fam.name} has no form: drop moment")
-    if fam.kind == "tree" and (starts != 1 or finish):
-        raise ValueError(f"{fam.name} is fitted once, not from starts: drop starts and finish")
     X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
     if (X_train < 0).any() or (X_val < 0).any(): raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer objects")
     Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)

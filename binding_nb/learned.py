@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .approximators import family, held_out_reference, score_approximator
+from .approximators import ONE_ADAM_START, family, held_out_reference, score_approximator
 from .association import BINDS, association
 from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
@@ -229,7 +229,7 @@ def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cac
 def paper_cells(forms: Sequence[str], lr: float, width: int) -> list[Cell]:
     "The authors' setting of each form probe of `forms`: tables as wide as the embedding (`width`), one N(0, 1) start, at `lr`."
     if bad := [f for f in forms if family(f).form is None]: raise ValueError(f"the authors' protocol fits form probes; {bad} are none")
-    return [Cell(f, width, lr) for f in forms]        # Cell's defaults: N(0, 1), one start, no finish
+    return [Cell(f, width, lr, **ONE_ADAM_START) for f in forms]        # N(0, 1) (Cell's default), one Adam start, no finish
 
 
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .approximators import Approximator, FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator
+from .approximators import (Approximator, FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator,
+                                      ONE_ADAM_START, solver_settings)
 from .geometry import Probes, SceneTable, r2_score
 from .loop import TrainingDiverged
 from .results import ResultsTable
@@ -68,34 +69,28 @@ class Cell:
     lr: float
     init: float = 1.0              # form probes only (the paper: N(0, 1))
     init_mean: float = 0.0
-    starts: int = 1                # torch families: random starts (ours; the paper: one)
-    moment: bool = False           # form probes: the moment start of 04c too (ours)
-    finish: int = 0                # torch families: L-BFGS iterations after each start (ours; 0: none)
+    starts: int | None = None      # torch families: random starts (ours; the paper: one)  } None: the family's default,
+    moment: bool | None = None     # form probes: the moment start of 04c too (ours)        } `solver_settings`: a form probe's
+    finish: int | None = None      # torch families: L-BFGS iterations after each start    } PROBE_SOLVER, else one Adam start
 
     def __post_init__(self):
         fam, lr = family(self.family), self.lr
         if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
             need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
             raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
-        if not isinstance(self.moment, (bool, np.bool_)):
-            raise ValueError(f"moment must be True or False, got {self.moment!r}")
         low = 0 if fam.kind == "tree" else 1                  # a tree's depth 0 is unlimited
         settled = dict(capacity=whole_number(self.capacity, f"the capacity of {self.family}", low=low), lr=float(lr),
                        init=number_in(self.init, "init", 0, low_open=True),
-                       init_mean=number_in(self.init_mean, "init_mean"), moment=bool(self.moment),
-                       starts=whole_number(self.starts, "starts", low=0 if self.moment else 1),
-                       finish=whole_number(self.finish, "finish", low=0))
+                       init_mean=number_in(self.init_mean, "init_mean"), **solver_settings(self.family, self.starts, self.moment, self.finish))
         for name, value in settled.items():        # one value, one key: 2 and 2.0, np.int64(20) and 20 alike
             object.__setattr__(self, name, value)
-        if self.solver() and fam.kind == "tree": raise ValueError(f"{self.family} is fitted once: starts, moment and finish apply to the torch families")
-        if self.moment and fam.form is None: raise ValueError(f"a moment start is a form probe's; {self.family} has none")
 
     @property
     def is_probe(self) -> bool: return family(self.family).form is not None
 
     def solver(self) -> dict:
-        "How it is fitted, where that is not the default of one Adam start: `starts`, `moment` (0 or 1) and `finish`; empty for the default."
-        return {} if (self.starts, self.moment, self.finish) == (1, False, 0) else dict(starts=self.starts, moment=int(self.moment), finish=self.finish)
+        "How it is fitted, where that is not one Adam start (`ONE_ADAM_START`, the only fit before there were others): `starts`, `moment` (0 or 1) and `finish`; empty for one Adam start, so that tables written before keep their keys."
+        return {} if (self.starts, self.moment, self.finish) == tuple(ONE_ADAM_START.values()) else dict(starts=self.starts, moment=int(self.moment), finish=self.finish)
 
     def columns(self) -> dict:
         "Its settings as results-table columns; a family that is not a form probe has no `init`, `init_mean` or `form`."
@@ -120,27 +115,26 @@ class Cell:
 def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096), lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
          depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3), ranks: Sequence[int] | None = None,
          inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None,
-         starts: int = 1, moment: bool = False, finish: int = 0) -> list[Cell]:
-    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited. `starts`, `finish`: every torch family's; `moment`: every form probe's (`fit_approximator`)."
+         starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> list[Cell]:
+    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited. `starts`, `finish`: every torch family's; `moment`: every form probe's (`fit_approximator`); None: each family's default (`solver_settings`)."
     families = name_list(families, "families")
     if not families: raise ValueError(f"no approximator family given: pass some of {list(FAMILIES)}")
     ranks, forest_depths = widths if ranks is None else ranks, depths if forest_depths is None else forest_depths
     if not len(inits) or not len(init_means): raise ValueError("inits and init_means must each hold a value: the form probes start from them")
     inits = [number_in(s, "inits", 0, low_open=True) for s in inits]
     means = [number_in(m, "init_means") for m in init_means]
-    if not isinstance(moment, (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {moment!r}")
-    solver = dict(starts=whole_number(starts, "starts", low=0 if moment else 1), finish=whole_number(finish, "finish", low=0))
+    mlp_starts = None if starts is None else max(whole_number(starts, 'starts', low=0), 1)   # the moment start alone is a form probe's
     cells = []
     for name in families:
         fam = family(name)
         if fam.kind == "tree":
             caps, rates = (depths, tree_lrs) if fam.uses_lr else (forest_depths, [float("nan")])
             cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=0), float(r)) for c in caps for r in rates]
-        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r), starts=max(solver["starts"], 1),
-                                              finish=solver["finish"]) for c in widths for r in lrs]
+        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r), starts=mlp_starts,
+                                              finish=finish) for c in widths for r in lrs]
         else:
             means_here = means if fam.form.product else means[:1]
-            cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu, moment=bool(moment), **solver)
+            cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu, starts, moment, finish)
                       for c in ranks for r in lrs for s in inits for mu in means_here]
     if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
     return cells
@@ -304,7 +298,7 @@ def setting_labels(rows: pd.DataFrame) -> list[str]:
     "Each row's setting as `Cell.label` writes it, with ' (memorises)' where the fit could memorise its objects."
     solver = lambda r: {k: int(getattr(r, k)) for k in ("starts", "moment", "finish") if pd.notna(getattr(r, k, np.nan))}
     cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)),
-                          **{k: bool(x) if k == "moment" else x for k, x in solver(r).items()})
+                          **{**ONE_ADAM_START, **{k: bool(x) if k == "moment" else x for k, x in solver(r).items()}})   # no columns: one Adam start
     return [cell(r).label() + (" (memorises)" if r.regime == "memorises" else "") for r in rows.itertuples()]
 
 # %% ../nbs/04b_sweeps.ipynb #4b5e0a02

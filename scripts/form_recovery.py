@@ -27,7 +27,7 @@ KEY = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start"]
 def run(job: tuple) -> dict:
     import torch
     torch.set_num_threads(1)
-    from binding_nb.approximators import fit_approximator, form_embeddings, held_out_reference, score_approximator
+    from binding_nb.approximators import ONE_ADAM_START, fit_approximator, form_embeddings, held_out_reference, score_approximator
     from binding_nb.sweeps import holdout_split
     from binding_nb.datasets import all_pairs
     from binding_nb.geometry import fit_probes, probe_split, r2_score, scene_table
@@ -40,7 +40,7 @@ def run(job: tuple) -> dict:
     t = scene_table(form_embeddings(space, scenes, form, rank, dim, seed=1), (scenes, space))
     sp = holdout_split(t, 0.5, seed=1)
     app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], probe_rank, lr, steps, None, 100,
-                           start, "cpu", 0.3, 0.0)
+                           start, "cpu", 0.3, 0.0, **ONE_ADAM_START)   # one Adam start per --starts seed: the fit this map was made with
     r2 = lambda rows: r2_score(t.emb[rows], app.predict(t.values[rows]))
     probes = fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu")          # the encoder's own linear probes, as 04's known answers read it
     ref = held_out_reference(t, sp.test, probes)

@@ -33,7 +33,7 @@ COLUMNS = ["code", "family", "capacity", "steps", "init_mean", "V", "n_train", "
 def run(job: tuple) -> dict:
     import torch
     torch.set_num_threads(1)
-    from binding_nb.approximators import fit_approximator
+    from binding_nb.approximators import ONE_ADAM_START, fit_approximator
     from binding_nb.geometry import r2_score
     from binding_nb.scenes import ConceptSpace, bag_of_concepts_accuracy, concept_recognition, coverage_split, object_recognition
     code, fam, capacity, steps, init_mean, V, n_scenes = job
@@ -59,7 +59,8 @@ def run(job: tuple) -> dict:
         return (float(concept_recognition(s @ unit(values).T, sc, space).float().mean()),
                 float(object_recognition(s @ unit(objects).T, sc, space).float().mean()))
 
-    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity, 1e-2, steps, None, 50, 0, "cpu", 0.3, init_mean)
+    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity, 1e-2, steps, None, 50, 0, "cpu", 0.3, init_mean,
+                           **ONE_ADAM_START)   # one Adam start: the fit this study was made with
     pred = app.predict(scenes[test])
     (c, o), (cc, co) = recognition(pred, test), recognition(emb[test], test)
     return dict(code=code, family=fam, capacity=capacity, steps=steps, init_mean=init_mean, V=V, n_train=len(train), n_test=len(test),
