@@ -162,7 +162,8 @@ _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_o
 _IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch",
              "bag_of_concepts_acc_in_batch")                  # the same scenes scored as the authors score them (App. B.6)
 _OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected",
-             "object_acc_test_selected")   # the last two: best over the steps, on the test scenes (the paper's selection)
+             "object_acc_test_selected",   # these two: best over the steps, on the test scenes (the paper's selection)
+             "train_r2_last")              # the last weights' train R^2, beside the kept weights' (`train_r2`)
 
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",

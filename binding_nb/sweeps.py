@@ -24,9 +24,9 @@ from .scenes import ConceptSpace, coverage_split
 from .utils import name_list, number_in, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'fit_objects', 'regime', 'warn_memorisation',
-           'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data', 'SweepPlan',
-           'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
+__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'last_train_r2', 'fit_objects', 'regime',
+           'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data',
+           'SweepPlan', 'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
 
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
@@ -142,8 +142,13 @@ def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
 # %% ../nbs/04b_sweeps.ipynb #0b5e7a11
 def best_over_steps(monitored: list[dict]) -> dict[str, float]:
     "The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan where one is missing)."
-    names = sorted({k for m in monitored for k in m} - {"step", "start"})
+    names = sorted({k for m in monitored for k in m} - {"step", "start", "train_r2_at_step"})
     return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
+
+def last_train_r2(monitored: list[dict], start: int = 0) -> float:
+    "The train R^2 logged at the last validation step of the start kept (`train_r2_at_step`; NaN where none was): the last weights' fit, beside `train_r2`, the kept weights'. A fit whose last weights fit well but whose kept weights do not was stopped early, not short."
+    got = [m["train_r2_at_step"] for m in monitored if m.get("start", start) == start and "train_r2_at_step" in m]
+    return got[-1] if got else float("nan")
 
 # %% ../nbs/04b_sweeps.ipynb #2ed545c7
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
@@ -170,7 +175,7 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
              eval_every: int = 50, device="auto", reference: dict | None = None,
              more: Callable[[Approximator | None, np.ndarray], dict] | None = None,
              watch: Callable[[Callable[[np.ndarray], np.ndarray], np.ndarray], dict] | None = None) -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours)."
+    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours), beside the train R^2 of the last weights (`train_r2_last`)."
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
     base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
                 n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit,
@@ -179,7 +184,8 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     try:
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
-                  None if watch is None else lambda predict: watch(predict, split.test), cell.starts, cell.moment, cell.finish)
+                  None if watch is None else lambda predict: {**watch(predict, split.test), "train_r2_at_step": r2_score(table.emb[split.train], predict(v[split.train]))},
+                  cell.starts, cell.moment, cell.finish)
     except TrainingDiverged:
         nan = float("nan")
         return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2", "train_r2"], nan),
@@ -187,7 +193,7 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
     return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
             **(more(app, split.test) if more else {}), **best_over_steps(app.monitored),
-            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])),
+            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])), **({"train_r2_last": last_train_r2(app.monitored, app.start)} if watch else {}),
             "best_step": app.best_step, **(dict(start=app.start, finish_step=app.finish_step) if cell.solver() else {}),
             "seconds": _seconds_since(t0), "status": "ok"}
 
