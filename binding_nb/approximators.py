@@ -252,12 +252,19 @@ def free_directions(form: Form, rank: int, values_per_concept: Sequence[int]) ->
     additive = sum(values_per_concept) - (len(values_per_concept) - 1)
     return rank * (form.product is not None) + additive * form.sum_block
 
-def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Sequence[int]) -> bool:
-    """Whether a fit of family `name` can memorise its fit objects: a form probe whose free directions per slot
-    (`free_directions`) are at least the number of objects it is fitted on (their embeddings can then be any vectors,
-    and the head can map each to its target)."""
+def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Sequence[int], dim: int) -> bool:
+    """Whether a fit of family `name` can memorise its fit objects: whether a form probe of rank `capacity` can fit any
+    table of `dim`-wide vectors on its `fit_objects` objects, n, a structureless table included. Per slot it reads
+    D = `free_directions` functions of an object, and where D >= n these can be any n vectors. Where D < n, the table's
+    `dim` columns must lie in the span of the D directions: d (n - D) constraints, against the freedom of its r product
+    columns, each a product over the C concepts of tables of sum_k V_k values, less the C - 1 scales they share and the
+    one the head takes: r (sum_k V_k - C) >= d (n - D). (A global product reads the slots' columns multiplied; from
+    factors near one it holds each slot's sum as well, so the same count bounds it.)"""
     form = family(name).form
-    return form is not None and free_directions(form, capacity, values_per_concept) >= fit_objects
+    if form is None: return False
+    D, n, d = free_directions(form, capacity, values_per_concept), whole_number(fit_objects, "fit_objects", low=0), whole_number(dim, "dim", low=1)
+    return D >= n or (form.product is not None and capacity * (sum(values_per_concept) - len(values_per_concept)) >= d * (n - D))
+
 
 # %% ../nbs/04a_approximators.ipynb #68daef90
 PROBE_SOLVER = dict(starts=1, moment=True, finish=200)   # a form probe, unless told otherwise (ours): the moment start and one random start, each finished

@@ -19,9 +19,10 @@ __all__ = ['BINDS', 'pearson', 'association', 'cluster_counts', 'cluster_interva
 # %% ../nbs/06a_association.ipynb #0a857a64
 BINDS = 0.8   # a model binds when its own held-out object recognition is above this
 
-def pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+def pearson(x, y, w: np.ndarray | None = None) -> np.ndarray:
     """Pearson r of `x` and `y` along their last axis, under weights `w[..., n]` (a count per model; None: one each),
     one r per row; NaN where either is constant."""
+    x, y = np.asarray(x, float), np.asarray(y, float)                     # any array-like: lists, pandas columns
     w = np.ones(np.shape(x)[-1]) if w is None else np.asarray(w, float)
     total = w.sum(-1, keepdims=True)
     dx, dy = x - (w * x).sum(-1, keepdims=True) / total, y - (w * y).sum(-1, keepdims=True) / total

@@ -76,7 +76,7 @@ COMPLEXITY_RESULTS = ResultsTable(
     counts=("capacity", "seed", "n_train", "n_val", "n_test"),
     checks=_complexity_checks,
     optional=("concept_acc_test_selected", "object_acc_test_selected",   # the best over a fit's steps, on the held-out scenes (the paper's selection)
-              "train_r2_last"),                                          # and the last weights' train R^2, beside the kept weights'
+              "train_r2_last", "concept_acc_last", "object_acc_last"),   # and the last weights', beside the kept weights' (`last_over_steps`)
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #e8a3c5f1

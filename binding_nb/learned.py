@@ -20,7 +20,7 @@ from .association import BINDS, association
 from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
-from .geometry import SceneTable, fit_probes, probe_split
+from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
@@ -163,7 +163,7 @@ _IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc
              "bag_of_concepts_acc_in_batch")                  # the same scenes scored as the authors score them (App. B.6)
 _OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected",
              "object_acc_test_selected",   # these two: best over the steps, on the test scenes (the paper's selection)
-             "train_r2_last")              # the last weights' train R^2, beside the kept weights' (`train_r2`)
+             "r2_test_selected", "train_r2_last", "object_acc_last", "object_acc_in_batch_last", "r2_last")   # the last weights', beside the kept weights' (`last_over_steps`)
 
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
@@ -206,8 +206,9 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
     key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, plan.steps, batch_size, plan.eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
     per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items() for k, x in _measures(app, lb, part).items()}
     def watch(predict, rows) -> dict:        # the held-out numbers at each validation: the paper's selection reads their best
-        got = lb.probes.accuracy(predict(lb.table.values[rows]), lb.table.values[rows])
-        return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"]}
+        pred = predict(lb.table.values[rows])
+        got = lb.probes.accuracy(pred, lb.table.values[rows])
+        return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"], "r2": r2_score(lb.table.emb[rows], pred)}
     return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set, desc=f"approximators: {lb.name}", watch=watch)
 
 # %% ../nbs/06_learned_binding.ipynb #6a9e0002

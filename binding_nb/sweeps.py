@@ -24,7 +24,7 @@ from .scenes import ConceptSpace, coverage_split
 from .utils import name_list, number_in, whole_number, writable_folder
 
 # %% auto #0
-__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'last_train_r2', 'fit_objects', 'regime',
+__all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'last_over_steps', 'fit_objects', 'regime',
            'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data',
            'SweepPlan', 'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
 
@@ -142,13 +142,14 @@ def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
 # %% ../nbs/04b_sweeps.ipynb #0b5e7a11
 def best_over_steps(monitored: list[dict]) -> dict[str, float]:
     "The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan where one is missing)."
-    names = sorted({k for m in monitored for k in m} - {"step", "start", "train_r2_at_step"})
+    names = sorted({k for m in monitored for k in m} - {"step", "start", "train_r2"})
     return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
 
-def last_train_r2(monitored: list[dict], start: int = 0) -> float:
-    "The train R^2 logged at the last validation step of the start kept (`train_r2_at_step`; NaN where none was): the last weights' fit, beside `train_r2`, the kept weights'. A fit whose last weights fit well but whose kept weights do not was stopped early, not short."
-    got = [m["train_r2_at_step"] for m in monitored if m.get("start", start) == start and "train_r2_at_step" in m]
-    return got[-1] if got else float("nan")
+def last_over_steps(monitored: list[dict], start: int = 0) -> dict[str, float]:
+    "Each number a monitor logged, at the last validation step of the start kept, as `{name}_last` (the last weights', beside the kept weights' of the row; NaN where one is missing). A fit whose last weights fit their scenes well but whose kept weights do not was stopped early by its selection, not short by its solver."
+    mine = [m for m in monitored if m.get("start", start) == start]
+    names = sorted({k for m in monitored for k in m} - {"step", "start"})
+    return {f"{k}_last": (mine[-1].get(k, float("nan")) if mine else float("nan")) for k in names}
 
 # %% ../nbs/04b_sweeps.ipynb #2ed545c7
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
@@ -157,17 +158,17 @@ def fit_objects(table: SceneTable, rows: np.ndarray) -> int:
     "How many distinct objects the scenes `rows` of `table` hold: what a form probe's free directions per slot must stay below."
     return len(np.unique(table.ids[rows]))
 
-def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int]) -> str:
-    "'memorises' for a fit that can memorise its `n_objects` fit objects of a space of `values_per_concept` (`memorises`), else 'ok'."
-    return "memorises" if memorises(cell.family, cell.capacity, n_objects, values_per_concept) else "ok"
+def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int], dim: int) -> str:
+    "'memorises' for a fit that can memorise its `n_objects` fit objects of a space of `values_per_concept`, embedded in `dim` dimensions (`memorises`), else 'ok'."
+    return "memorises" if memorises(cell.family, cell.capacity, n_objects, values_per_concept, dim) else "ok"
 
-def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int]) -> None:
-    "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)."
+def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int], dim: int) -> None:
+    "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number) of embeddings `dim` wide."
     hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items()
-                   if regime(c, n, values_per_concept) == "memorises"})
-    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) have at least as many free directions per slot (the rank, and sum_k V_k - C + 1 with a sum "
-                           f"block) as the objects they are fitted on, so they can memorise them and their held-out numbers mean little (regime "
-                           f"'memorises' in the table): "
+                   if regime(c, n, values_per_concept, dim) == "memorises"})
+    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) can fit any table of {dim}-wide vectors on the objects they are fitted on (their free "
+                           f"directions per slot, or the freedom of their product columns, cover it: `memorises`), so they can memorise them and "
+                           f"their held-out numbers mean little (regime 'memorises' in the table): "
                            + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
                            + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
 
@@ -175,16 +176,16 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
              eval_every: int = 50, device="auto", reference: dict | None = None,
              more: Callable[[Approximator | None, np.ndarray], dict] | None = None,
              watch: Callable[[Callable[[np.ndarray], np.ndarray], np.ndarray], dict] | None = None) -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours), beside the train R^2 of the last weights (`train_r2_last`)."
+    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours), and with the train R^2, at the last validation step of the start kept (`{name}_last`, `train_r2_last`)."
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
     base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
                 n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit,
-                regime=regime(cell, n_fit, table.space.values_per_concept),
+                regime=regime(cell, n_fit, table.space.values_per_concept, table.d),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
-                  None if watch is None else lambda predict: {**watch(predict, split.test), "train_r2_at_step": r2_score(table.emb[split.train], predict(v[split.train]))},
+                  None if watch is None else lambda predict: {**watch(predict, split.test), "train_r2": r2_score(table.emb[split.train], predict(v[split.train]))},
                   cell.starts, cell.moment, cell.finish)
     except TrainingDiverged:
         nan = float("nan")
@@ -193,7 +194,7 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
     val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
     return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
             **(more(app, split.test) if more else {}), **best_over_steps(app.monitored),
-            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])), **({"train_r2_last": last_train_r2(app.monitored, app.start)} if watch else {}),
+            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])), **(last_over_steps(app.monitored, app.start) if watch else {}),
             "best_step": app.best_step, **(dict(start=app.start, finish_step=app.finish_step) if cell.solver() else {}),
             "seconds": _seconds_since(t0), "status": "ok"}
 
@@ -270,7 +271,7 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
     splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}   # every split checked first
     path = results.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
     objects = {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()}
-    warn_memorisation(cells, objects, table.space.values_per_concept)
+    warn_memorisation(cells, objects, table.space.values_per_concept, table.d)
     return SweepPlan(run, table, cells, splits, steps, batch_size, eval_every, results, path)
 
 def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto", progress: bool = True,

@@ -86,7 +86,7 @@ def test_nothing_recovers_a_table():
 
 
 def test_memorising_fits_are_named_and_warned(tmp_path):
-    "A probe whose free directions per slot (rank, and the sum block's sum V_k - C + 1) reach the number of objects it is fitted on is warned about and marked in the table."
+    "A probe that can fit any table of the embeddings' width on the objects it is fitted on (`memorises`: here its free directions per slot, rank and the sum block's sum V_k - C + 1, reach their number) is warned about and marked in the table."
     scenes = all_pairs(SPACE)
     t = scene_table(toy_embeddings(SPACE, scenes, "objects", dim=8), (scenes, SPACE), n_objects=2)
     with pytest.warns(UserWarning, match="can memorise"):
