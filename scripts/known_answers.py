@@ -3,7 +3,9 @@ encoder of that form, as `binding_nb.complexity.known_answer` fits it (moment st
 
     python scripts/known_answers.py [--out results/complexity/known_answers.csv] [--ranks 8 16 32 64] [--workers 2]
 
-One row per (encoder, family); the page 04_complexity renders the file and checks every row of it.
+One row per (encoder, family); the page 04_complexity renders the file and checks every row of it. Rows already in --out that
+answer a job (its encoder and rank, probe, steps and finish) are kept and not fitted again: --ranks 8 adds rank 8 to the file and keeps the
+other ranks.
 """
 import argparse, multiprocessing as mp, time
 from pathlib import Path
@@ -38,13 +40,29 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+SAME = ["encoder", "code_rank", "family", "steps", "finish"]   # a row that answers a job: its code and rank, its probe, and how it was fitted
+
+
+def todo(jobs: list[tuple], have: pd.DataFrame, steps: int = 300, finish: int = 500) -> list[tuple]:
+    "The jobs of which some row is not in `have` yet (`known_answer`'s defaults: `steps` and `finish`)."
+    done = set(map(tuple, have[SAME].astype(str).to_numpy())) if len(have) else set()
+    name = lambda code, rank: f"{code}, rank {rank}" if code else "table"
+    return [j for j in jobs if any((name(j[0], j[1]), str(j[1]), f, str(steps), str(finish)) not in done for f in j[2])]
+
+
 def main(argv: list[str] | None = None) -> None:
     a = parse(argv)
     from binding_nb.complexity import known_jobs
+    out = Path(a.out)
+    have = pd.read_csv(out) if out.is_file() else pd.DataFrame()
+    jobs = todo(known_jobs(a.ranks), have)
+    print(f"{len(jobs)} of {len(known_jobs(a.ranks))} jobs to fit; {len(have)} rows in {out} kept")
+    if not jobs: return
     with mp.get_context("spawn").Pool(a.workers) as pool:
-        rows = pd.concat(pool.map(run, known_jobs(a.ranks), chunksize=1), ignore_index=True)
-    rows.to_csv(a.out, index=False)
-    print(f"wrote {len(rows)} rows to {a.out}")
+        new = pd.concat(pool.map(run, jobs, chunksize=1), ignore_index=True)
+    rows = pd.concat([have, new], ignore_index=True).drop_duplicates(["encoder", "code_rank", "family"], keep="last")   # a job fitted again replaces its rows
+    rows.sort_values(["code_rank", "encoder", "family"], kind="stable").to_csv(out, index=False)
+    print(f"wrote {len(new)} new rows, {len(rows)} in all, to {out}")
 
 
 if __name__ == "__main__":

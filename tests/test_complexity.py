@@ -253,3 +253,29 @@ def test_known_answers_script_checks_its_command_line_before_any_fit(tmp_path, c
     for out, message in ((tmp_path, "is a folder: name the CSV file"), (tmp_path / "a_file" / "k.csv", "a_file is a file")):
         with pytest.raises(SystemExit) as e: script.parse(["--out", str(out)])
         assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_known_answers_script_keeps_the_rows_it_has(tmp_path, monkeypatch, capsys):
+    "`scripts/known_answers.py --ranks 8` onto a file of other ranks keeps them and fits only rank 8's jobs; rows fitted otherwise (another finish) are fitted again."
+    import importlib.util
+    from binding_nb.complexity import known_jobs
+    spec = importlib.util.spec_from_file_location("known_answers_script", Path(__file__).parents[1] / "scripts" / "known_answers.py")
+    script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
+    row = lambda code, rank, fam, finish=500: dict(encoder=f"{code}, rank {rank}" if code else "table", family=fam, code=code or "table", code_rank=rank, steps=300, finish=finish)
+    have = pd.DataFrame([row(c, r, f) for c, r, fams in known_jobs([16, 32]) for f in fams])
+    assert script.todo(known_jobs([16, 32]), have) == []                                     # all there: nothing to fit
+    assert script.todo(known_jobs([8, 16]), have) == known_jobs([8])                          # rank 8 only
+    stale = have.assign(finish=np.where(have.code == "additive", 50, 500))                    # the additive code's rows fitted with another finish
+    assert [j[0] for j in script.todo(known_jobs([16]), stale)] == ["additive"]
+    out = tmp_path / "k.csv"; have.to_csv(out, index=False)
+    fitted = []
+    class Pool:                                                                               # fits nothing: records the jobs it is given
+        def __init__(self, *a): pass
+        def __enter__(self): return self
+        def __exit__(self, *a): return False
+        def map(self, f, jobs, chunksize=1): fitted.extend(jobs); return [pd.DataFrame([row(c, r, x) for x in fams]) for c, r, fams in jobs]
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": Pool})())
+    script.main(["--ranks", "8", "16", "32", "--out", str(out), "--workers", "1"])
+    assert fitted == known_jobs([8])
+    got = pd.read_csv(out)
+    assert len(got) == len(have) + sum(len(f) for *_, f in known_jobs([8])) and not got.duplicated(["encoder", "code_rank", "family"]).any()
