@@ -10,7 +10,7 @@ import torch
 import binding_nb.learned as learned
 import binding_nb.sweeps as sweeps
 from binding_nb.sweeps import Cell
-from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, learned_binding
+from binding_nb.learned import LEARNED_RESULTS, binding_study, fit_binding, known_binding, learned_binding
 from binding_nb.scenes import ConceptSpace
 from binding_nb.checkpoints import load_model, train_run
 from binding_nb.train import RunConfig, evaluate, with_architecture
@@ -118,6 +118,9 @@ def test_one_study_by_papermill(tmp_path):
     (dict(paper_objects=2), "paper_objects (the objects the authors' protocol reads) must be >= 4, got 2"),
     (dict(paper_objects=400, paper_forms='["mlp"]'), "the authors' protocol fits form probes; ['mlp'] are none"),
     (dict(paper_steps=0), "paper_steps must be >= 1, got 0"),
+    (dict(paper_objects=16, paper_forms="[]"), "paper_forms is empty"),
+    (dict(forms="[]", mlps="[]"), "no approximator family given"),
+    (dict(moment="yes"), "moment must be True or False"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
     "The cheap cases of the parameter check, run as papermill would run it, without a kernel: refused before anything is written."
@@ -192,3 +195,15 @@ def test_a_space_too_large_to_enumerate_is_refused_by_the_parameter_check(tmp_pa
     from conftest import run_parameter_check
     with pytest.raises(ValueError, match="pass n_scenes"): run_parameter_check(NB, output_dir=str(tmp_path / "out"), V=32, n_scenes=None)
     assert not (tmp_path / "out").exists()
+
+
+def test_binding_study_refuses_bad_input_before_training(monkeypatch):
+    "A model that is not one, no cells, a cell that is not a Cell, or the authors' protocol with no form: refused before any model trains."
+    from binding_nb import learned
+    monkeypatch.setattr(learned, "run_one", lambda *a, **k: pytest.fail("a model was trained"))
+    cfg = RunConfig(C=2, V=6, steps=5)
+    for args, kw, message in ((["a checkpoint.pt"], {}, "models are RunConfigs to train or TrainedModels"), ([cfg], dict(cells=[]), "no approximator to fit"),
+                              ([cfg], dict(cells=[("mlp", 8)]), "cells are Cells"),
+                              ([cfg], dict(paper_objects=16, paper_forms=[]), "paper_forms is empty")):
+        with pytest.raises((ValueError, TypeError), match=message):
+            binding_study(args, kw.pop("cells", [Cell("mlp", 8, 1e-2)]), **kw)
