@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from .utils import CorruptFileError, read_verified, resolve_device, set_aside, w
 
 # %% auto #0
 __all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
-           'check_checkpoint_path', 'run_checkpoint', 'load_model', 'train_run']
+           'check_checkpoint_path', 'run_checkpoint', 'load_model', 'restart_test_record', 'train_run']
 
 # %% ../nbs/B5_checkpoints.ipynb #a233b38d
 def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, sched,
@@ -63,7 +64,8 @@ def read_checkpoint(path: str | Path) -> dict:
 #     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU checkpoint on CUDA.)
 #   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the random stream.
 #   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and the
-#     authors' test draws samples of this size at each validation into a record (and test-best weights) that selects nothing.
+#     authors' test draws samples of this size at each validation into a record (and test-best weights) that selects nothing
+#     of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
 # eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside model_key, as
 # what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
@@ -136,10 +138,29 @@ def load_model(path: str | Path, device: str = "auto", weights: str = "selected"
     if weights == "test_best" and ck.get("test_best_model") is None:
         raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before its first validation; "
                          "train the run again (move the checkpoint away) to study the checkpoint of the authors' protocol")
+    if weights == "test_best" and ck.get("test_best_from", 0) > 0:
+        raise ValueError(f"{path} holds test-best weights chosen among the steps from {ck['test_best_from']} only: it was resumed from a "
+                         "checkpoint whose test record meant something else (written before binding_nb kept test-best weights, or "
+                         "scored on another number of test scenes); the authors' protocol studies weights chosen over the whole run: "
+                         "train the run again (move the checkpoint away)")
     _load_state(path, model, ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"])
     return model.to(resolve_device(device)).eval(), cfg
 
 # %% ../nbs/B5_checkpoints.ipynb #fd25627b
+def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> None:
+    """Start the authors' test record (`keep_test_best`) again at the step resumed from, with a warning, where the
+    checkpoint's does not mean what this run's will: it was written before binding_nb kept test-best weights, or its
+    test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may not mix two tests).
+    The record then covers the steps from there only (`test_best_from`), and `load_model` will not serve its weights."""
+    why = ("it was written before binding_nb kept test-best weights" if "test_best_score" not in ck else
+           f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
+           if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
+    if why is None or state.step == 0: return
+    state.test_best_score, state.test_best_step, state.test_best_model, state.test_best_from = -1.0, 0, None, state.step + 1
+    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step and weights "
+                  f"cover the steps from there only, and the authors' protocol will not study them (load_model(weights='test_best') "
+                  f"refuses); train the run afresh to study them", stacklevel=3)
+
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
     "Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`."
@@ -147,7 +168,9 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
-    state = resume(load_checkpoint(path, cfg) if path is not None else None, model, opt, sched, g, path)
+    ck = load_checkpoint(path, cfg) if path is not None else None
+    state = resume(ck, model, opt, sched, g, path)
+    if ck is not None: restart_test_record(state, ck, cfg, path)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)

@@ -301,12 +301,13 @@ RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", 
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)   # measured where the run can: nan in a row without them
 
 def test_selected(state: TrainState) -> dict:
-    "The authors' selection: the best in-batch test object recognition over the validations (`paper_test`), its step, and its one-object and multi-object parts there (nan unless every validation has the first)."
-    acc = [h.get("test_object_acc_in_batch", float("nan")) for h in state.history]
+    "The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) that its record covers (from `test_best_from`), its step, and its one-object and multi-object parts there (nan unless every such validation has the first)."
+    covered = [h for h in state.history if h["step"] >= state.test_best_from]
+    acc = [h.get("test_object_acc_in_batch", float("nan")) for h in covered]
     if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))
     i = max(range(len(acc)), key=acc.__getitem__)
-    part = lambda p: state.history[i].get(f"test_object_acc_in_batch_{p}", float("nan"))
-    return dict(object_acc_in_batch_test_selected=acc[i], test_selected_step=state.history[i]["step"],
+    part = lambda p: covered[i].get(f"test_object_acc_in_batch_{p}", float("nan"))
+    return dict(object_acc_in_batch_test_selected=acc[i], test_selected_step=covered[i]["step"],
                 object_acc_in_batch_test_selected_single=part("single"), object_acc_in_batch_test_selected_multi=part("multi"))
 
 def _results_row(cfg: RunConfig, **values) -> dict:

@@ -312,3 +312,30 @@ def test_every_setting_but_how_to_run_enters_the_model_key():
     pixels = RunConfig(inputs="pixels")
     assert len({base.model_key(), pixels.model_key(), RunConfig(inputs="pixels", input_settings=dict(level=2)).model_key()}) == 3
     assert RunConfig(inputs="pixels", input_settings=dict(level=1)).model_key() == pixels.model_key()   # the kind's default
+
+
+@pytest.mark.parametrize("how", ["before test-best weights", "another n_test_scenes"])
+def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path, how):
+    """A checkpoint written before test-best weights were kept, or resumed with another n_test_scenes: the authors' test record
+    starts again at the resumed step, with a warning; the result row's test-selected step and the test-best weights cover the
+    same steps, and the authors' protocol refuses those weights."""
+    import io
+    from binding_nb.checkpoints import load_model
+    from binding_nb.utils import write_verified
+    cfg = RunConfig(**CFG)
+    ck = tmp_path / "run.pt"
+    assert train_run(cfg, ck, stop_after=20, progress=False) is None
+    if how == "before test-best weights":                                   # as an older binding_nb wrote it
+        saved = read_checkpoint(ck)
+        for k in ("test_best_score", "test_best_step", "test_best_model", "test_best_from"): saved.pop(k, None)
+        buf = io.BytesIO(); torch.save(saved, buf); write_verified(ck, buf.getvalue(), "checkpoint")
+        later, message = cfg, "written before binding_nb kept test-best weights"
+    else:
+        later, message = dataclasses.replace(cfg, n_test_scenes=16), "scored on 128 scenes, this run's on 16"
+    with pytest.warns(UserWarning, match=message):
+        row = train_run(later, ck, progress=False)
+    saved = read_checkpoint(ck)
+    assert saved["test_best_from"] == 21 and saved["test_best_step"] > 20 and row["test_selected_step"] == saved["test_best_step"]
+    with pytest.raises(ValueError, match="chosen among the steps from 21 only"):
+        load_model(ck, "cpu", weights="test_best")
+    load_model(ck, "cpu")                                                   # ours is served as before
