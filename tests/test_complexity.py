@@ -244,7 +244,7 @@ def test_form_recovery_script(tmp_path):
 
 
 def test_known_answers_script_checks_its_command_line_before_any_fit(tmp_path, capsys):
-    "`scripts/known_answers.py`: each rank once (--ranks 8 8 fits rank 8 once), and an --out that is a folder or sits under a file is refused before any fit."
+    "`scripts/known_answers.py`: each rank once (--ranks 8 8 fits rank 8 once); an --out that is a folder or sits under a file, --ranks 0 and --workers 0 refused in one line (exit 2) before any fit."
     import importlib.util
     spec = importlib.util.spec_from_file_location("known_answers_script", Path(__file__).parents[1] / "scripts" / "known_answers.py")
     script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
@@ -252,6 +252,9 @@ def test_known_answers_script_checks_its_command_line_before_any_fit(tmp_path, c
     (tmp_path / "a_file").write_text("x")
     for out, message in ((tmp_path, "is a folder: name the CSV file"), (tmp_path / "a_file" / "k.csv", "a_file is a file")):
         with pytest.raises(SystemExit) as e: script.parse(["--out", str(out)])
+        assert e.value.code == 2 and message in capsys.readouterr().err
+    for args, message in ((["--ranks", "0"], "--ranks must be >= 1, got 0"), (["--workers", "0"], "--workers must be >= 1, got 0")):
+        with pytest.raises(SystemExit) as e: script.parse(args + ["--out", str(tmp_path / "k.csv")])
         assert e.value.code == 2 and message in capsys.readouterr().err
 
 
