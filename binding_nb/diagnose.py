@@ -112,6 +112,9 @@ def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] 
     "Check one encoder's arguments and name what will be measured; a clear error before any model loads."
     for w, what in ((pretrained, "--pretrained"), (text_pretrained, "--text-pretrained")):
         if w is not None and (not isinstance(w, str) or not w.strip()): raise ValueError(f"{what} must be 'random', 'default', a tag or a local path, got {w!r}")
+    if text_pretrained is not None and text_encoder is None:
+        raise ValueError("--text-pretrained gives the weights of the tower --text-encoder names; CLIP's own text tower runs on --pretrained: "
+                         "drop --text-pretrained, or name the text tower with --text-encoder")
     towers = {encoder_modality(encoder, pretrained): (encoder, pretrained)}
     if text_encoder is not None:
         if "text" in towers: raise ValueError(f"{encoder} is a text encoder already: --text-encoder names the text tower of an image encoder")
@@ -315,18 +318,21 @@ def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "defaul
 def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
              text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None, cache_dir="default", device="auto",
              pug_root=None, command: str | None = None, progress: bool = True) -> pd.DataFrame:
-    "Diagnose each of `encoders` into `out/<encoder>/` (report.md, report.html, tables, summary.json), then `out/leaderboard.*`; the leaderboard."
+    "Diagnose each of `encoders` into `out/<encoder>/` (report.md, report.html, tables, summary.json), then `out/leaderboard.*`; the leaderboard, its `attrs['failed']` naming every stage that failed."
     diags = diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)   # every argument checked first
     resolve_device(device)
     cache_dir = default_embedding_cache() if cache_dir == "default" else cache_dir
     if cache_dir is not None: check_cache_dir(cache_dir)
     folder = writable_folder(out, "--out", "pass a folder you can write to")
     command = command or f"diagnose({[d.name for d in diags]!r}, {str(out)!r}, budget={budget!r})"
+    failed = []
     for d in diags:
         s = diagnose_one(d, folder / d.slug, cache_dir, device, command, progress, dict(pug_root=pug_root) if pug_root else None)
+        failed += [f"{d.name}: {st['name']} ({st['reason']})" for st in s["stages"] if st["status"] == "failed"]
         if progress: print(f"{d.name}: report in {folder / d.slug / 'report.md'} ({s['wall_seconds']:.0f} s)")
     board = leaderboard([folder / d.slug / "summary.json" for d in diags] + [p for p in folder.glob("*/summary.json") if p.parent.name not in {d.slug for d in diags}])
     write_leaderboard(board, folder)
+    board.attrs["failed"] = failed                     # the stages that failed (not those not run for want of data): the command exits 1
     return board
 
 # %% ../nbs/08_diagnose.ipynb #506a72e5
@@ -351,7 +357,7 @@ def diagnose_cli(
     pug_root: Param("the downloaded PUG:SPARE folder, for --datasets pug_spare", str) = None,
     device: Param("auto, cpu or cuda", str) = "auto",
     quiet: Param("no progress bars", store_true) = False):
-    "Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a leaderboard."
+    "Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a leaderboard. Exit status: 0 every stage done (or not run for want of data or weights, as the report says), 1 a stage failed (named on stderr; the others' reports are written), 2 arguments refused before any model loads."
     with refused("diagnose"):                                      # every argument, before any model loads
         diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)
         resolve_device(device)
@@ -360,6 +366,8 @@ def diagnose_cli(
     board = diagnose(encoders, out, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, None if cache_dir == "none" else cache_dir,
                      device, pug_root, "binding_nb diagnose " + shlex.join(sys.argv[1:]), not quiet)
     print(markdown_table(board.drop(columns="report")))
+    if board.attrs.get("failed"):
+        print(f"binding_nb diagnose: {len(board.attrs['failed'])} stage(s) failed: " + "; ".join(board.attrs["failed"]), file=sys.stderr); sys.exit(1)
 
 @call_parse
 def leaderboard_cli(paths: Param("report folders or summary.json files", str, nargs="+", opt=False),

@@ -105,6 +105,7 @@ def test_a_rerun_embeds_nothing_and_an_interrupted_run_resumes(reports):
     (["st:all-MiniLM-L6-v2", "--datasets", "clevr2d"], "needs an image encoder"),
     (["openclip:ViT-B-32", "--pretrained", "/nowhere/clip.pt"], "/nowhere/clip.pt"),
     (["st:all-MiniLM-L6-v2", "openclip:ViT-B-32", "--pretrained", "default", "random", "random"], "3 weights for 2 encoders"),
+    (["openclip:ViT-B-32", "--pretrained", "random", "--text-pretrained", "/nowhere/text.pt"], "--text-pretrained gives the weights of the tower --text-encoder names"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, message, capsys):
     "Refused by the entry point, in process: exit status 2 and the message on stderr, no traceback, nothing written."
@@ -142,3 +143,17 @@ def test_leaderboard_refuses_what_is_not_a_report(tmp_path):
     assert run.returncode == 2 and "is not a summary of binding_nb diagnose" in run.stderr
     missing = binding_nb("leaderboard", "nowhere", cwd=tmp_path)
     assert missing.returncode == 2 and "nowhere does not exist" in missing.stderr
+
+
+def test_a_failed_stage_exits_1_and_is_named(tmp_path, capsys, monkeypatch):
+    "A stage that fails (not one that cannot run for want of data): its report is still written, the command names it on stderr and exits 1."
+    import binding_nb.diagnose as D
+    def broken(ws, dataset, out): raise RuntimeError("a broken stage")
+    monkeypatch.setitem(D.STAGES, "complexity", broken)
+    with pytest.raises(SystemExit) as exit_:
+        binding_nb_in_process("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--n_pairs", "60", "--out", "r", "--cache-dir", "none",
+                              "--quiet", cwd=tmp_path)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and "1 stage(s) failed" in err and "complexity_text" in err and "a broken stage" in err, err[-2000:]
+    stages = {st["name"]: st["status"] for st in summary(tmp_path, "st_all-MiniLM-L6-v2_default")["stages"]}
+    assert stages == {"geometry_text": "ok", "complexity_text": "failed"}, stages
