@@ -21,7 +21,7 @@ from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
-from .models import DualEncoder
+from .models import DualEncoder, input_kind
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, best_on_test, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
@@ -285,9 +285,10 @@ class TrainedModel:
     row: dict
 
 def architecture_name(cfg: RunConfig) -> str:
-    "05's name of a run's architecture: transformer, product-shared or product-independent; with a pixel scene tower (07), 'pixels Lk, ' first."
+    "05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind, the kind's label first ('pixels L1, ' for 07's pixel tower; `InputKind.label`)."
     name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
-    return name if cfg.inputs == "tokens" else f"pixels L{cfg.model_config().input_settings.level}, {name}"
+    if cfg.inputs == "tokens": return name
+    return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself: 'pixels L2', or its name
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)

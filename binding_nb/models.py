@@ -120,6 +120,9 @@ class InputKind:
         if unknown := sorted(set(given) - {f.name for f in fields(self.settings)}):
             raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are {[f.name for f in fields(self.settings)]}")
         return self.settings(**given)
+    def label(self, settings) -> str:
+        "The kind in a few characters, for tables and figures: its settings' own `label()` where they define one, else its name."
+        return settings.label() if hasattr(settings, "label") else self.name
     def check(self, cfg: ModelConfig) -> None:
         "Raise a `ValueError` when the kind's towers cannot read `cfg`."
         if hasattr(cfg.input_settings, "check"): cfg.input_settings.check(cfg)

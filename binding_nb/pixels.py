@@ -181,6 +181,8 @@ class PixelConfig:
     conv_depth: int = 2         # convolutions of the stem (the last one cuts the patches)
     conv_channels: int = 32     # width of the stem's inner convolutions
 
+    def label(self) -> str: return f"pixels L{self.level}"   # how tables and figures name these inputs
+
     def __post_init__(self):   # whole numbers given as numpy scalars or integral floats become ints; then the renderer and the stem check them
         for name in ("level", "image_size", "square", "patch", "conv_depth", "conv_channels"):
             object.__setattr__(self, name, whole_number(getattr(self, name), name))
