@@ -16,7 +16,6 @@ import pandas as pd
 import torch
 
 from .approximators import ONE_ADAM_START, family, held_out_reference, score_approximator
-from .association import BINDS, association, clustered_association
 from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
@@ -24,7 +23,7 @@ from .geometry import SceneTable, fit_probes, probe_split, r2_score
 from .models import DualEncoder, input_kind
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
-from .sweeps import Cell, best_on_test, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
+from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
 from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries
 from .utils import (file_signature, fingerprint, in_processes, is_set_aside, make_generator, number_in, resolve_device, save_figure, verified_digest,
@@ -32,13 +31,11 @@ from .utils import (file_signature, fingerprint, in_processes, is_set_aside, mak
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAPER_OBJECTS', 'PAPER_STEPS', 'PAPER_VAL_FRACTION',
-           'KNOWN_KINDS', 'MODEL_COLUMNS', 'FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_NAMES', 'FIG9_SHORT', 'QueryProbes',
-           'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split', 'learned_binding', 'approximator_seed',
-           'held_out_sets', 'fit_binding', 'paper_object_sample', 'paper_binding', 'paper_cells',
-           'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers', 'TrainedModel', 'architecture_name',
-           'train_models', 'trained_models', 'check_study', 'binding_study', 'form_vs_generalisation',
-           'fig9_statistics', 'seed_spread', 'plot_complexity_learned', 'plot_forms', 'plot_form_vs_generalisation',
-           'plot_fig9_protocols']
+           'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of',
+           'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'paper_object_sample',
+           'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers',
+           'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study',
+           'plot_complexity_learned', 'plot_forms']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
@@ -398,55 +395,6 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers, "binding functions", progress)
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])
 
-# %% ../nbs/06_learned_binding.ipynb #c40a5297
-FIG9_PROTOCOLS = {"ours": ("model_object_acc", "object_acc"),                                      # exhaustive, selected on validation
-                  "in_batch": ("model_object_acc_in_batch_test_selected", "object_acc_in_batch_test_selected"),   # our fits scored in-batch, best on test
-                  "paper": ("model_object_acc_in_batch_test_selected", "object_acc_test_selected")}   # the authors' protocol (`paper_binding`)
-FIG9_FITS = {"ours": "ours", "in_batch": "ours", "paper": "paper"}   # the fits each protocol reads (their `protocol` column)
-FIG9_NAMES = {"ours": "our protocol (exhaustive, chosen on validation)", "in_batch": "in-batch scoring of our checkpoints and fits (best on test)",
-              "paper": "the authors' protocol (test-best checkpoints, all pairs of the objects read, best on test)"}
-
-def form_vs_generalisation(fits: pd.DataFrame, forms: Sequence[str] = ("global_product",), n_boot: int = 10_000, seed: int = 0,
-                           protocol: str = "ours") -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Fig. 9's points (per form and model: the model's own held-out object recognition, and the form's, mean over approximator splits) and `association` per form and (C, V), and over all spaces, under one of `FIG9_PROTOCOLS` (`FIG9_NAMES`): 'ours' chooses the form's setting on validation; 'in_batch' and 'paper' take each model at its step and the form at its step and setting best on test (optimistic)."
-    if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
-    forms, (x, y) = list(forms), FIG9_PROTOCOLS[protocol]
-    keys = ["form", "C", "V", "architecture", "run", "model_coverage"] + ["model_seed"] * ("model_seed" in fits)
-    read = fits.get("protocol", pd.Series("ours", index=fits.index)).fillna("ours") == FIG9_FITS[protocol]   # tables from before the column: ours
-    mine = fits[read & fits.family.isin(forms)].drop(columns="form", errors="ignore").rename(columns={"family": "form"})
-    mine = mine.assign(**{c: np.nan for c in (x, y) if c not in mine})                        # older tables: not measured
-    if protocol == "ours":
-        rows, extra = select_on_validation(mine.rename(columns={"form": "family"})).rename(columns={"family": "form"}), ["model_too_object_acc"]   # per model, form and split: rank and start chosen
-    else:
-        rows, extra = best_on_test(mine, by=keys + ["seed"], metrics=[y]).rename(columns={f"{y}_test_max": y}), []
-        rows = rows.merge(mine[["run", x]].drop_duplicates("run"), on="run") if len(rows) else rows.assign(**{x: []})
-    points = rows.groupby(keys, as_index=False)[[x, y, *extra]].mean()
-    groups = [((f, C, V), d) for (f, C, V), d in points.groupby(["form", "C", "V"])]
-    groups += [((f, "all", "all"), d) for f, d in points.groupby("form") if d[["C", "V"]].drop_duplicates().shape[0] > 1]
-    table = pd.DataFrame([{"form": f, "C": C, "V": V, **association(d[x], d[y], n_boot, seed)} for (f, C, V), d in groups],
-                         columns=["form", "C", "V", "r", "r_low", "r_high", "n_models", "r_low_spread", "r_high_spread", "spearman", "p_permutation",
-                                  "r_binders", "n_binders"])
-    return points, table.sort_values("form", key=lambda s: s.map(forms.index), kind="stable").reset_index(drop=True)
-
-# %% ../nbs/06_learned_binding.ipynb #feebddda
-FIG9_SHORT = {"ours": "ours", "in_batch": "ours, scored in-batch", "paper": "the authors'"}   # panel titles; FIG9_NAMES in captions
-
-def fig9_statistics(points: dict[str, pd.DataFrame], form: str = "global_product", n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    "Per protocol of `points` (`form_vs_generalisation`'s, keyed as `FIG9_PROTOCOLS`): `clustered_association` of the model's own and the form's held-out object recognition over its models, the architectures as clusters."
-    rows = []
-    for p, pts in points.items():
-        x, y = FIG9_PROTOCOLS[p]
-        d = pts[pts.form == form]
-        rows.append(dict(protocol=p, form=form, **clustered_association(d[x], d[y], d.architecture, n_boot, seed)))
-    return pd.DataFrame(rows)
-
-def seed_spread(points: pd.DataFrame, protocol: str = "ours", form: str = "global_product") -> pd.DataFrame:
-    "Per architecture and coverage: how many seeds, and the range over them of the model's own held-out object recognition and of the form's."
-    x, y = FIG9_PROTOCOLS[protocol]
-    g = points[points.form == form].groupby(["architecture", "model_coverage"])
-    return pd.DataFrame({"seeds": g.size(), "own_min": g[x].min(), "own_max": g[x].max(), "form_min": g[y].min(), "form_max": g[y].max()}
-                        ).assign(own_range=lambda d: d.own_max - d.own_min, form_range=lambda d: d.form_max - d.form_min).reset_index()
-
 # %% ../nbs/06_learned_binding.ipynb #3b961a9b
 def _panels(df: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
     order = {a: i for i, a in enumerate(("product-shared", "product-independent", "transformer"))}
@@ -495,39 +443,3 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
-def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, output_dir=None, name: str = "fig9_form_vs_generalisation",
-                                protocol: str = "ours"):
-    "Fig. 9: per form (one panel each, in `table`'s order) and model, the form's held-out object recognition against the model's own, with r and its 95% interval; `protocol`: which of `FIG9_PROTOCOLS` the points were measured under (the figure's title)."
-    if protocol not in FIG9_PROTOCOLS: raise ValueError(f"protocol must be one of {list(FIG9_PROTOCOLS)}, got {protocol!r}")
-    x, y = FIG9_PROTOCOLS[protocol]
-    forms = list(dict.fromkeys(table.form)) or ["global_product"]
-    fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.5), squeeze=False, sharey=True, layout="constrained")
-    archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}          # one colour per architecture, in every panel
-    for ax, form in zip(axes[0], forms):
-        for arch, d in points[points.form == form].groupby("architecture"): ax.scatter(d[x], d[y], color=archs[arch], s=22, label=arch)
-        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
-        lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models" for t in table[table.form == form].itertuples()]
-        ax.set(xlabel="model's own", xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title="\n".join([form.replace("_", " ")] + lines)); ax.title.set_fontsize(8)
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("form's"); axes[0, 0].legend(fontsize=7)
-    fig.suptitle(f"held-out object recognition, {FIG9_SHORT[protocol]}", fontsize=9)
-    if output_dir is not None: save_figure(fig, output_dir, name)
-    return fig
-
-def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, form: str = "global_product", output_dir=None, name: str = "fig9_protocols"):
-    "Fig. 9 under every protocol of `points`, one panel each on shared axes: per model the form's held-out object recognition against the model's own, coloured by architecture; each title gives r with its plain and cluster intervals (`fig9_statistics`'s `stats`)."
-    protocols = [p for p in FIG9_PROTOCOLS if p in points]
-    fig, axes = plt.subplots(1, len(protocols), figsize=(3.6 * len(protocols), 3.9), squeeze=False, sharex=True, sharey=True, layout="constrained")
-    archs = {a: f"C{k}" for k, a in enumerate(sorted(set().union(*(points[p].architecture for p in protocols))))}
-    for ax, p in zip(axes[0], protocols):
-        x, y = FIG9_PROTOCOLS[p]
-        d, t = points[p][points[p].form == form], stats.set_index("protocol").loc[p]
-        for arch, da in d.groupby("architecture"): ax.scatter(da[x], da[y], color=archs[arch], s=16, alpha=0.8, label=arch)
-        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8); ax.grid(alpha=0.3)
-        ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), xlabel="model's own",
-               title=f"{FIG9_SHORT[p]}: {int(t.n_models)} models\nr = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}]\nclusters [{t.r_low_cluster:.2f}, {t.r_high_cluster:.2f}]")
-        ax.title.set_fontsize(8)
-    axes[0, 0].set_ylabel(f"{form.replace('_', ' ')}'s"); axes[0, 0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("held-out object recognition", fontsize=9)
-    if output_dir is not None: save_figure(fig, output_dir, name)
-    return fig
