@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jinja2
@@ -338,16 +340,20 @@ def dom_problems(dom: str) -> list[str]:
     return problems
 
 
-def check(pages: list[Path], browser: str) -> list[str]:
-    "Problems of every page, as `page: problem` lines."
-    report = []
+def check_page(page: Path, browser: str) -> tuple[list[str], int]:
+    "One page's problems and its number of typeset formulas, in a browser profile of its own."
     with tempfile.TemporaryDirectory(prefix="preview-chromium-") as profile:
-        for page in pages:
-            try: dom = rendered_dom(browser, page, Path(profile))
-            except (subprocess.SubprocessError, OSError) as e: dom, problems = "", [f"browser failed: {e}"]
-            else: problems = dom_problems(dom)
+        try: dom = rendered_dom(browser, page, Path(profile))
+        except (subprocess.SubprocessError, OSError) as e: return [f"browser failed: {e}"], 0
+    return dom_problems(dom), dom.count('type="math/tex')  # MathJax keeps each typeset formula's TeX in such a <script>
+
+
+def check(pages: list[Path], browser: str, workers: int = os.cpu_count() or 1) -> list[str]:
+    "Problems of every page, as `page: problem` lines; `workers` browsers at once, the pages reported in order."
+    report = []
+    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+        for page, (problems, math) in zip(pages, pool.map(lambda p: check_page(p, browser), pages)):
             report += [f"{page.name}: {p}" for p in problems]
-            math = dom.count('type="math/tex')  # MathJax keeps each typeset formula's TeX in such a <script>
             print(f"  {page.name}: {f'{len(problems)} problem(s)' if problems else 'ok'}, {math} formulas typeset",
                   flush=True)
     return report

@@ -33,18 +33,18 @@ from .datasets.core import concept_phrases, object_phrases
 from .encoders import _builtin_hf, _encoder_name, check_weights, load_encoder
 from .geometry import geometry_report, scene_table
 from .reports import Stage, leaderboard, markdown_table, read_json, write_leaderboard, write_report
-from .runs import DATASETS, RunSpec, dataset_by_name, failure_reason, first_sentence
+from .runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_reason, first_sentence
 from .scenes import bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask, present_value_mask
 from .sweeps import Cell, grid
-from .utils import atomic_file, fingerprint, resolve_device, save_figure, writable_folder
+from .utils import atomic_file, content_digest, fingerprint, resolve_device, save_figure, writable_folder
 from .weights import WeightsUnavailableError
 
 # %% auto #0
 __all__ = ['BUDGETS', 'STAGES', 'STAGE_FORMAT', 'COMMANDS', 'Budget', 'budget', 'encoder_modality', 'dataset_modality',
            'Diagnosis', 'diagnosis', 'stages_of', 'Workspace', 'geometry_stage', 'complexity_stage',
            'chance_recognition', 'crossmodal_recognition', 'crossmodal_stage', 'stage_key', 'weights_digest',
-           'run_stage', 'torch_threads', 'diagnose_one', 'default_embedding_cache', 'diagnoses', 'diagnose', 'refused',
-           'diagnose_cli', 'leaderboard_cli', 'main']
+           'run_stage', 'torch_threads', 'diagnose_one', 'default_embedding_cache', 'diagnoses', 'adopt_old_folder',
+           'diagnose', 'refused', 'diagnose_cli', 'leaderboard_cli', 'main']
 
 # %% ../nbs/08_diagnose.ipynb #30f33ff0
 @dataclass(frozen=True)
@@ -100,7 +100,11 @@ class Diagnosis:
     @property
     def name(self) -> str: return " + ".join(dict.fromkeys(f"{n} ({w})" for n, w in self.towers.values()))   # one tower name for a CLIP
     @property
-    def slug(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")[:80]
+    def slug(self) -> str:
+        "The report folder's name: the encoder's name made safe, and a short hash of the whole name, so no two encoders share one."
+        return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', self.name).strip('_')[:64]}_{fingerprint(self.name, length=8)}"
+    @property
+    def old_slug(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")[:80]   # the name before the hash
     def run(self, dataset: str) -> RunSpec:
         "The 03a run of `dataset` through the tower of its modality, with the budget's sample."
         enc, w = self.towers[dataset_modality(dataset)]
@@ -212,7 +216,7 @@ def crossmodal_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict
 # %% ../nbs/08_diagnose.ipynb #1a52bb70
 STAGES = {"geometry": geometry_stage, "complexity": complexity_stage, "crossmodal": crossmodal_stage}
 
-STAGE_FORMAT = 2   # bump when what a stage computes or records changes: every stage.json before it is run again
+STAGE_FORMAT = 3   # bump when what a stage computes or records changes: every stage.json before it is run again
 
 def stage_key(diag: Diagnosis, stage: Stage) -> str:
     "What a stage's results depend on: its kind and dataset, the tower's name and weights (their digest), the sample and the budget."
@@ -222,26 +226,24 @@ def stage_key(diag: Diagnosis, stage: Stage) -> str:
     return fingerprint(STAGE_FORMAT, stage.kind, run.dataset, run.n_pairs, [(n, w, weights_digest(w)) for n, w in towers], repr(b), __version__)
 
 def weights_digest(weights: str) -> str:
-    "SHA-256 (first 16 digits) of a local weights file, or of every file in a weights folder; the name itself for 'random', 'default' or a tag."
+    "`content_digest` of a local weights file or folder; the name itself for 'random', 'default' or a tag."
     p = Path(weights).expanduser()
-    if weights in ("random", "default") or not p.exists(): return weights
-    files = sorted([p] if p.is_file() else [q for q in p.rglob("*") if q.is_file()])
-    return _files_digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files), p)
+    return weights if weights in ("random", "default") or not p.exists() else content_digest(p)
 
-@lru_cache(maxsize=16)
-def _files_digest(files: tuple, root: Path) -> str:
-    "The digest of `files` ((path, size, mtime) each: a changed file is hashed again) under `root`."
-    h = hashlib.sha256()
-    for f, _, _ in files:
-        h.update(str(Path(f).relative_to(root) if root.is_dir() else Path(f).name).encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""): h.update(chunk)
-    return h.hexdigest()[:16]
+def _record_digest(rec: dict) -> str:
+    return fingerprint(json.dumps({k: v for k, v in rec.items() if k != "digest"}, sort_keys=True))
+
+def _stage_files(folder: Path) -> dict[str, str]:
+    "The `content_digest` of every file a stage wrote into `folder`, by name (its record aside)."
+    return {f.name: content_digest(f) for f in sorted(folder.iterdir()) if f.is_file() and f.name != "stage.json"}
 
 def _read_stage(folder: Path, key: str) -> dict | None:
-    "A finished stage's record in `folder/stage.json` when it was made with `key`, its tables read back; else None."
+    """A finished stage's record in `folder/stage.json` when it was made with `key` and neither it nor any file it
+    lists has changed since (their digests), its tables read back; else None."""
     rec = read_json(folder / "stage.json")
-    if rec.get("key") != key or rec.get("status") != "ok": return None
+    if rec.get("key") != key or rec.get("status") != "ok" or rec.get("digest") != _record_digest(rec): return None
+    files = rec.get("files") or {}
+    if not isinstance(files, dict) or any(not (folder / f).is_file() or content_digest(folder / f) != d for f, d in files.items()): return None
     try: rec["tables"] = {t: pd.read_csv(folder / f"{t}.csv") for t in rec["table_names"]}
     except (OSError, ValueError, pd.errors.ParserError): return None
     return rec
@@ -265,7 +267,8 @@ def run_stage(ws: Workspace, stage: Stage, folder: Path) -> Stage:
             with atomic_file(folder / f"{name}.csv") as f: df.to_csv(f, index=False)
     stage.seconds = round(time.perf_counter() - t0, 1)
     rec = dict(key=key, kind=stage.kind, dataset=stage.dataset, status=stage.status, reason=stage.reason, seconds=stage.seconds,
-               numbers=stage.numbers, table_names=list(stage.tables or {}))
+               numbers=stage.numbers, table_names=list(stage.tables or {}), files=_stage_files(folder))
+    rec["digest"] = _record_digest(rec)                                 # an edited record is run again, as is a changed file
     with atomic_file(folder / "stage.json") as f: f.write(json.dumps(rec, indent=1).encode())
     return stage
 
@@ -312,14 +315,25 @@ def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "defaul
     if len(weights) == 1: weights *= len(encoders)
     if len(weights) != len(encoders): raise ValueError(f"--pretrained gives {len(weights)} weights for {len(encoders)} encoders: give one for all, or one per encoder")
     diags = [diagnosis(e, w, datasets, text_encoder, text_pretrained, budget_name, n_pairs) for e, w in zip(encoders, weights)]
-    if len({d.slug for d in diags}) < len(diags): raise ValueError(f"an encoder is named twice in {encoders}")
+    if len({d.name for d in diags}) < len(diags): raise ValueError(f"an encoder is named twice in {encoders}")
     return diags
+
+def adopt_old_folder(folder: Path, d: Diagnosis) -> Path:
+    """`folder/d.slug`, where a report of `d` made before folder names carried a hash (`folder/d.old_slug`, its summary
+    naming `d`) is moved, so that its finished stages are read back rather than run again."""
+    old, new = folder / d.old_slug, folder / d.slug
+    if new.exists() or not (old / "summary.json").is_file(): return new
+    try: same = json.loads((old / "summary.json").read_text()).get("encoder") == d.name
+    except (OSError, ValueError, AttributeError): same = False
+    if same: old.rename(new)
+    return new
 
 def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
              text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None, cache_dir="default", device="auto",
              pug_root=None, command: str | None = None, progress: bool = True) -> pd.DataFrame:
     "Diagnose each of `encoders` into `out/<encoder>/` (report.md, report.html, tables, summary.json), then `out/leaderboard.*`; the leaderboard, its `attrs['failed']` naming every stage that failed."
     diags = diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)   # every argument checked first
+    if any("pug_spare" in d.datasets for d in diags): check_pug_root(pug_root)
     resolve_device(device)
     cache_dir = default_embedding_cache() if cache_dir == "default" else cache_dir
     if cache_dir is not None: check_cache_dir(cache_dir)
@@ -327,7 +341,7 @@ def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "de
     command = command or f"diagnose({[d.name for d in diags]!r}, {str(out)!r}, budget={budget!r})"
     failed = []
     for d in diags:
-        s = diagnose_one(d, folder / d.slug, cache_dir, device, command, progress, dict(pug_root=pug_root) if pug_root else None)
+        s = diagnose_one(d, adopt_old_folder(folder, d), cache_dir, device, command, progress, dict(pug_root=pug_root) if pug_root else None)
         failed += [f"{d.name}: {st['name']} ({st['reason']})" for st in s["stages"] if st["status"] == "failed"]
         if progress: print(f"{d.name}: report in {folder / d.slug / 'report.md'} ({s['wall_seconds']:.0f} s)")
     board = leaderboard([folder / d.slug / "summary.json" for d in diags] + [p for p in folder.glob("*/summary.json") if p.parent.name not in {d.slug for d in diags}])
@@ -359,7 +373,8 @@ def diagnose_cli(
     quiet: Param("no progress bars", store_true) = False):
     "Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a leaderboard. Exit status: 0 every stage done (or not run for want of data or weights, as the report says), 1 a stage failed (named on stderr; the others' reports are written), 2 arguments refused before any model loads."
     with refused("diagnose"):                                      # every argument, before any model loads
-        diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)
+        if any("pug_spare" in d.datasets for d in diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)):
+            check_pug_root(pug_root)
         resolve_device(device)
         if cache_dir not in ("none", "default"): check_cache_dir(cache_dir)
         writable_folder(out, "--out", "pass a folder you can write to")

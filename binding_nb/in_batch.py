@@ -117,11 +117,12 @@ def in_batch_correct(scores: torch.Tensor,    # [n, K] each scene's scores of it
                      positive: torch.Tensor,  # [n, K] bool: the candidate is in the scene
                      valid: torch.Tensor,     # [n, K] bool: a candidate, not padding
                      ) -> tuple[torch.Tensor, torch.Tensor]:  # correct [n] bool, active [n] bool
-    "Per scene, whether it is active (a valid positive) and, if so, whether its positives all score above its negatives."
+    """Per scene, whether it is active (a valid positive and a valid negative: something to rank it against) and, if so,
+    whether its positives all score above its negatives."""
     if scores.ndim != 2 or positive.shape != scores.shape or valid.shape != scores.shape:
         raise ValueError(f"scores, positive and valid must all be [n, K], got {tuple(scores.shape)}, "
                          f"{tuple(positive.shape)} and {tuple(valid.shape)}")
-    active = (positive & valid).any(-1)
+    active = (positive & valid).any(-1) & (~positive & valid).any(-1)
     return ranking_correct(scores, positive, valid) & active, active
 
 # %% ../nbs/B6_in_batch.ipynb #b600001b

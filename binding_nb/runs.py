@@ -25,9 +25,9 @@ from .utils import atomic_file, resolve_device, seeded_subset, whole_number, wri
 from .weights import WeightsUnavailableError
 
 # %% auto #0
-__all__ = ['DATASETS', 'restrict_values', 'dataset_by_name', 'RunSpec', 'standard_runs', 'one_run', 'named_runs',
-           'complexity_runs', 'first_sentence', 'failure_reason', 'check_runs', 'embed_runs', 'run_geometry',
-           'run_tables', 'save_runs']
+__all__ = ['DATASETS', 'restrict_values', 'multi_object_scenes', 'check_n_pairs', 'check_pug_root', 'dataset_by_name', 'RunSpec',
+           'standard_runs', 'one_run', 'named_runs', 'complexity_runs', 'first_sentence', 'failure_reason',
+           'check_runs', 'embed_runs', 'run_geometry', 'run_tables', 'save_runs']
 
 # %% ../nbs/03a_runs.ipynb #6c03512b
 DATASETS = {"clevr2d": "CLEVR-2D", "clevr3d": "CLEVR", "clevr3d-3": "CLEVR, three objects",
@@ -57,6 +57,25 @@ def _parse_dataset(spec: str) -> tuple[str, int | None]:
     if base.startswith("clevr3d-3") or base == "pug_spare": raise ValueError(f"dataset {spec!r}: ':N' is for the complete grids, not {base}")
     return base, int(n)
 
+_GRID_SPACES = {"clevr2d": D.clevr_space, "clevr3d": D.clevr_space, "text": D.text_space, "patterned": D.patterned_space}
+
+def multi_object_scenes(spec: str) -> int | None:
+    """How many multi-object scenes the dataset `spec` holds, known without loading it: every ordered pair of its objects
+    (of the first N values of every concept with ':N'); None where only its data can tell (three-object sets, PUG:SPARE)."""
+    base, n = _parse_dataset(spec)
+    if base not in _GRID_SPACES: return None
+    sizes = np.asarray(_GRID_SPACES[base]().values_per_concept)
+    return int(np.prod(np.minimum(sizes, n) if n else sizes)) ** 2
+
+def check_n_pairs(spec: str, n_pairs: int | None) -> int | None:
+    "`n_pairs` as a whole number of at least 4 that `spec` holds (None: all of them), or a clear error before any data loads."
+    if n_pairs is None: return None
+    n_pairs, most = whole_number(n_pairs, "n_pairs", low=4), multi_object_scenes(spec)
+    if most is not None and n_pairs > most:
+        raise ValueError(f"n_pairs={n_pairs:,} is more than the {most:,} multi-object scenes of {spec}: pass at most {most:,}, "
+                         f"or None for all of them")
+    return n_pairs
+
 def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str) -> np.ndarray:
     "Indices of every single-object scene and of a seeded sample of `n_pairs` multi-object scenes (all when None), sorted."
     multi = np.flatnonzero(np.asarray(scene_sizes(objects)) > 1)
@@ -66,11 +85,21 @@ def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str)
     keep = multi[seeded_subset(len(multi), n_pairs, seed)]
     return np.sort(np.concatenate([keep, np.flatnonzero(np.asarray(scene_sizes(objects)) == 1)]))
 
+def check_pug_root(pug_root, csv: str = "labels.csv") -> Path:
+    "The PUG:SPARE folder `pug_root`, checked before any model loads: a folder that holds its labels file `csv`."
+    if pug_root is None:
+        raise ValueError("pug_spare needs the downloaded PUG:SPARE folder: pass it (binding_nb diagnose --pug_root /data/pug_spare; "
+                         "papermill -p pug_root /data/pug_spare)")
+    root = Path(pug_root).expanduser()
+    if not root.is_dir(): raise ValueError(f"pug_root {root} is not a folder: pass the downloaded PUG:SPARE folder")
+    if not (root / csv).is_file(): raise ValueError(f"pug_root {root} holds no {csv}: pass the folder of the PUG:SPARE download")
+    return root
+
 def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render_cache="default", clevr3d_size: int = 224,
                     clevr3d_spp: int = 32, pug_root=None, progress: bool = True):
     "The dataset named `spec` ('NAME' or 'NAME:N'), with a seeded sample of `n_pairs` multi-object scenes when given."
     base, n = _parse_dataset(spec)
-    n_pairs = None if n_pairs is None else whole_number(n_pairs, "n_pairs", low=4)
+    n_pairs = check_n_pairs(spec, n_pairs)
     cache = None if render_cache in (None, "none") else render_cache
     if base == "clevr3d":                                              # choose the scenes first: only those are rendered
         objects = D.all_pairs(D.clevr_space())
@@ -105,7 +134,7 @@ class RunSpec:
             raise ValueError(f"unknown encoder {self.encoder!r}; use 'openclip:<arch>', 'hf:<model>' or 'st:<model>'")
         if not isinstance(self.weights, str) or not self.weights:
             raise ValueError(f"weights must be 'random', 'default', a tag or a local path, got {self.weights!r}")
-        if self.n_pairs is not None: object.__setattr__(self, "n_pairs", whole_number(self.n_pairs, "n_pairs", low=4))
+        object.__setattr__(self, "n_pairs", check_n_pairs(self.dataset, self.n_pairs))   # within the dataset, before it loads
 
     @property
     def pretrained(self): return {"random": None, "default": True}.get(self.weights, self.weights)   # for load_encoder

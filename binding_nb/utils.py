@@ -34,9 +34,9 @@ import torch
 # %% auto #0
 __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder',
            'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason', 'fingerprint',
-           'file_signature', 'UnknowableCallable', 'callable_identity', 'numpy_or_torch', 'seeded_subset',
-           'whole_number', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
-           'show_table', 'in_processes', 'repo_root', 'repo_path']
+           'content_digest', 'file_signature', 'UnknowableCallable', 'callable_identity', 'numpy_or_torch',
+           'seeded_subset', 'whole_number', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure',
+           'show_figure', 'show_table', 'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -166,15 +166,32 @@ def fingerprint(*parts, length: int | None = 16, algorithm: str = "sha256") -> s
     return h.hexdigest()[:length]
 
 # %% ../nbs/utils.ipynb #4c5e11ec
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")   # what a weights file is called
 
-def file_signature(path: str | os.PathLike) -> str:
-    "`path:size:mtime` of a weights file, or of every weights file in a folder (hashed), for cache keys."
+def _stamp(f: Path) -> tuple[int, int, int, int]:
+    s = f.stat()
+    return s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino
+
+@functools.lru_cache(maxsize=64)
+def _digest_of(files: tuple, root: str) -> str:
+    "The digest of `files` ((path, *stamp) each) under `root`: hashed again when any stamp moves."
+    h, root = hashlib.sha256(), Path(root)
+    for f, *_ in files:
+        if root.is_dir(): h.update(str(Path(f).relative_to(root)).encode())      # a file's own name is not its contents
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""): h.update(chunk)
+    return h.hexdigest()[:16]
+
+def content_digest(path: str | os.PathLike) -> str:
+    "SHA-256 (first 16 digits) of a file's bytes, or of every file in a folder with its path inside it."
     p = Path(path).expanduser().resolve()
     if not p.exists(): raise FileNotFoundError(f"no such file or folder: {p}")
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
-    stats = ";".join(f"{f.relative_to(p) if p.is_dir() else f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
-    return f"file:{p}#{fingerprint(stats)}"
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    return _digest_of(tuple((str(f), *_stamp(f)) for f in files), str(p))
+
+def file_signature(path: str | os.PathLike) -> str:
+    "The cache key of a weights file or folder: its contents' digest, wherever it lies."
+    return f"sha256:{content_digest(path)}"
 
 # %% ../nbs/utils.ipynb #ae3cfaa1
 class UnknowableCallable(Exception):

@@ -17,7 +17,8 @@ run keys (`model_key` of a coverage table, the key at the end of a run name in t
 old -> new keys of the checkpoints found under the same folder. Rows it cannot re-key are reported and left as they were.
 
 Every file it rewrites is kept beside the new one as `<name>.bad-<time>-<token><suffix>` (the library's `set_aside`).
-Converting twice changes nothing.
+Converting twice changes nothing. A path or file it cannot convert (missing, of another kind, unreadable, not writable, a
+link) is reported on its own line and left as it was, the others converted; the script then exits 1 with one line.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from binding_nb.models import input_kind, Tower
 from binding_nb.pixels import PixelConfig
 from binding_nb.checkpoints import load_model
 from binding_nb.train import new_model, RunConfig
-from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, set_aside, write_verified
+from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, safe_reason, set_aside, write_verified
 
 # ---- what older versions wrote (this file is the only place that knows it) ----
 OLD_PIXEL_FIELDS = ("level", "image_size", "square", "noise", "patch", "conv_depth", "conv_channels")   # flat in RunConfig before input_settings
@@ -90,10 +91,9 @@ def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
     try:
         payload = read_verified(path, "checkpoint")
         ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
-    except Exception as e: return log(f"{path}: cannot be read ({type(e).__name__}: {str(e)[:200]}); left as it was")
-    if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()): return log(f"{path}: not a checkpoint of a run, skipped")
-    try: config = new_config(ck["config"])
-    except ValueError as e: return log(f"{path}: {e}; left as it was")
+    except Exception as e: raise Unconverted(f"cannot be read ({safe_reason(e)})") from None
+    if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()): raise Unconverted("not a checkpoint of a run")
+    config = new_config(ck["config"])
     cfg = RunConfig(**config)
     old, new = old_model_key(cfg), cfg.model_key()
     keys[old] = new
@@ -102,7 +102,7 @@ def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
     model, best = new_weights(cfg, ck["model"]), new_weights(cfg, ck.get("best_model"))
     if payload is not None and config == ck["config"] and model.keys() == ck["model"].keys() and target == path:
         return log(f"{path}: up to date")
-    if target != path and target.exists(): return log(f"{path}: {target.name} exists already; left as it was")
+    if target != path and target.exists(): raise Unconverted(f"{target.name} exists already")
     buf = io.BytesIO(); torch.save({**ck, "config": config, "model": model, "best_model": best}, buf)
     aside = set_aside(path)
     write_verified(target, buf.getvalue(), "checkpoint")          # what save_checkpoint writes: the digest header, then the payload
@@ -121,13 +121,15 @@ def rekey(value: str, column: str, keys: dict[str, str]) -> str | None:
 def convert_table(path: Path, keys: dict[str, str], log) -> None:
     "Add the columns an older table lacks, re-key its runs through `keys`, and rewrite it (the old file kept aside)."
     defaults = OLD_DEFAULTS[path.name]
-    with open(path, newline="", encoding="utf-8") as f: lines = list(csv.reader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f: lines = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as e: raise Unconverted(f"not a results table ({safe_reason(e)})") from None
     if not lines: return log(f"{path}: empty, skipped")
     header, rows = lines[0], [r for r in lines[1:] if r]
     columns = list(TABLES[path.name].columns)
     added = [c for c in columns if c not in header]           # optional measurements (`ResultsTable.optional`) are written empty
     if unknown := [c for c in added if c not in defaults and c not in TABLES[path.name].optional]:
-        return log(f"{path}: lacks {', '.join(unknown)}, which no older version left out; left as it was")
+        raise Unconverted(f"lacks {', '.join(unknown)}, which no older version left out")
     out = [dict(zip(header, r)) | {c: defaults.get(c, "") for c in added} for r in rows]
     column = "model_key" if path.name == COVERAGE_RESULTS.file else "run"
     unkeyed, changed = [], 0
@@ -148,22 +150,53 @@ def convert_table(path: Path, keys: dict[str, str], log) -> None:
             + (" ..." if len(unkeyed) > 5 else "") + " (left as they were: such runs are trained anew)")
 
 
-def convert(paths: list[str | Path], log=print) -> dict[str, str]:
-    "Convert every checkpoint, then every results table, under `paths`; the old -> new model keys of the checkpoints."
-    keys: dict[str, str] = {}
-    found = lambda p, pattern: sorted(f for f in p.rglob(pattern) if f.is_file() and not is_set_aside(f))
+class Unconverted(Exception):
+    "A file this script cannot convert: reported, left as it was, and the others converted."
+
+
+def _files(p: Path) -> tuple[list[Path], list[Path]]:
+    "The checkpoints and results tables that the path `p` names, or `Unconverted` saying why it names none."
+    found = lambda pattern: sorted(f for f in p.rglob(pattern) if f.is_file() and not is_set_aside(f))
+    if not p.exists() and not p.is_symlink(): raise Unconverted("does not exist: pass an output folder, a results table or a checkpoint")
+    if p.is_dir(): return found("*.pt"), [f for n in TABLES for f in found(n)]
+    if p.suffix == ".pt": return [p], []
+    if p.name in TABLES: return found_beside(p), [p]
+    raise Unconverted(f"is neither a folder, a checkpoint (*.pt) nor a results table ({', '.join(TABLES)})")
+
+
+def found_beside(table: Path) -> list[Path]:
+    "The checkpoints under a table's folder, through which its runs are re-keyed."
+    return sorted(f for f in table.parent.rglob("*.pt") if f.is_file() and not is_set_aside(f))
+
+
+def _one(path: Path, convert_file, keys: dict, log) -> bool:
+    "Convert one file; on failure log why, leave it as it was, and return False."
+    try:
+        if path.is_symlink(): raise Unconverted(f"is a link (to {path.resolve()}): convert the file it points to")
+        convert_file(path, keys, log); return True
+    except Unconverted as e: log(f"{path}: {e}; left as it was")
+    except ValueError as e: log(f"{path}: {e}; left as it was")
+    except OSError as e: log(f"{path}: cannot be rewritten ({e.strerror or safe_reason(e)}); left as it was")
+    return False
+
+
+def convert(paths: list[str | Path], log=print, failed: list[str] | None = None) -> dict[str, str]:
+    """Convert every checkpoint, then every results table, under `paths`; the old -> new model keys of the checkpoints.
+    A path or file that cannot be converted is reported by `log`, left as it was, and appended to `failed`."""
+    keys, failed = {}, failed if failed is not None else []
     for p in map(Path, paths):
-        if not p.exists(): raise FileNotFoundError(f"{p} does not exist: pass an output folder, a results table or a checkpoint")
-        root = p if p.is_dir() else p.parent
-        if p.is_dir() or p.suffix == ".pt" or p.name in TABLES:
-            for ck in ([p] if p.suffix == ".pt" else found(root, "*.pt")): convert_checkpoint(ck, keys, log)
-        else: raise ValueError(f"{p} is neither a folder, a checkpoint (*.pt) nor a results table ({', '.join(TABLES)})")
-        for table in ([p] if p.name in TABLES else [] if p.suffix == ".pt" else [f for n in TABLES for f in found(root, n)]):
-            convert_table(table, keys, log)
+        try: checkpoints, tables = _files(p)
+        except Unconverted as e: log(f"{p}: {e}"); failed.append(str(p)); continue
+        failed += [str(f) for f in checkpoints if not _one(f, convert_checkpoint, keys, log)]
+        failed += [str(f) for f in tables if not _one(f, convert_table, keys, log)]
     return keys
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="+", metavar="PATH", help="an output folder, a results table or a checkpoint")
-    convert(p.parse_args().paths)
+    failed = []
+    convert(p.parse_args().paths, failed=failed)
+    if failed:
+        print(f"convert_old_runs.py: {len(failed)} path(s) not converted (each said above); the others were", file=sys.stderr)
+        sys.exit(1)

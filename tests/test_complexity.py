@@ -41,17 +41,17 @@ def _known_table(form: str, rank: int, n: int, dim: int = 64):
     return t, fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu"), holdout_split(t, 0.5, seed=1)
 
 
-def _own_probe(form: str, rank: int, others=(), n: int = 20_000, dim: int = 64, init_mean: float = 0.0):
-    "A random encoder of exactly `form` fitted on the scenes of half its objects by its own probe at its rank (and by `others`), read by linear probes."
+def _own_probe(form: str, rank: int, n: int = 20_000, dim: int = 64, init_mean: float = 0.0) -> dict:
+    "A random encoder of exactly `form` fitted on the scenes of half its objects by its own probe at its rank, read by linear probes."
     t, probes, sp = _known_table(form, rank, n, dim)
-    return {name: fit_cell(t, sp, Cell(name, rank, 1e-2, 0.3, init_mean), probes, 1500, None, 100, "cpu") for name in (form, *others)}
+    return fit_cell(t, sp, Cell(form, rank, 1e-2, 0.3, init_mean), probes, 1500, None, 100, "cpu")
 
 
 @pytest.mark.parametrize("form, rank, n", [("per_object_product_shared", 16, 20_000), ("per_object_product_shared_nosum", 8, 20_000),
                                            ("additive_shared", 16, 20_000)])
 def test_each_form_recovers_a_random_encoder_of_its_own_form(form, rank, n):
     "Known answers beyond the page's: the forms without a sum block and with tables shared by the slots, where half the objects determine them."
-    r = _own_probe(form, rank, n=n)[form]
+    r = _own_probe(form, rank, n=n)
     assert r["r2"] > 0.95, r
     assert abs(r["object_acc"] - r["ceiling_object_acc"]) <= 0.05, r
 
@@ -71,10 +71,12 @@ def test_the_global_product_is_recovered_from_enough_scenes_with_its_rank_and_st
 
 
 def test_the_additive_probe_reads_a_product_code_as_a_bag_of_concepts():
-    r = _own_probe("per_object_product_shared", 16, others=["additive"])["additive"]
+    t, probes, sp = _known_table("per_object_product_shared", 16, 20_000, 64)
+    r = fit_cell(t, sp, Cell("additive", 16, 1e-2, 0.3), probes, 300, None, 100, "cpu")   # from its moment start, the least-squares fit
     assert r["r2"] < 0.9 and r["object_acc"] <= r["bag_of_concepts_acc"], r
 
 
+@pytest.mark.slow   # a minute: 04a fits every form to a structureless table in seconds, and reads back these fits at 06's sizes
 def test_nothing_recovers_a_table():
     scenes = _known_scenes(20_000)
     t = scene_table(toy_embeddings(KNOWN_SPACE, scenes, "table", dim=64, seed=1), (scenes, KNOWN_SPACE), name="table")

@@ -1,5 +1,5 @@
 """The one converter of files older versions wrote (scripts/convert_old_runs.py): old checkpoints and results tables become files this version reads."""
-import csv, dataclasses, importlib.util, io, re, warnings
+import csv, dataclasses, importlib.util, io, os, re, subprocess, sys, warnings
 from pathlib import Path
 
 import pytest
@@ -142,3 +142,32 @@ def test_an_old_pixel_checkpoint_keeps_its_pixel_settings(tmp_path):
     assert convert_old_runs.convert([tmp_path], lambda line: None) == {convert_old_runs.old_model_key(cfg): cfg.model_key()}
     loaded, read = load_model(tmp_path / f"{cfg.run_name()}.pt", "cpu")
     assert read == cfg and all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
+
+
+def test_files_it_cannot_convert_are_each_reported_and_the_rest_converted(tmp_path):
+    "A missing path, a file of another kind, a table of random bytes, a link and a read-only folder: each one line, left as it was; the rest converted; exit 1 with one line."
+    good = tmp_path / "good" / "complexity_results.csv"; good.parent.mkdir()
+    old_columns = [c for c in COMPLEXITY_RESULTS.columns if c not in convert_old_runs.FIT_COLUMNS_ADDED + tuple(COMPLEXITY_RESULTS.optional)]
+    good.write_text(",".join(old_columns) + "\n")                                   # an older table: the fit columns added later missing
+    junk = tmp_path / "junk" / "learned_results.csv"; junk.parent.mkdir()
+    junk.write_bytes(bytes(range(256)) * 8)                                       # random bytes named as a table
+    notes = tmp_path / "notes.txt"; notes.write_text("x")
+    bad_ckpt = tmp_path / "bad" / "run.pt"; bad_ckpt.parent.mkdir(); bad_ckpt.write_bytes(b"not a checkpoint")
+    link = tmp_path / "linked" / "run.pt"; link.parent.mkdir(); link.symlink_to(bad_ckpt)
+    locked = tmp_path / "locked" / "coverage_results.csv"; locked.parent.mkdir(); locked.write_text("model_key,C,V\n")
+    locked.parent.chmod(0o555)
+    try:
+        paths = [tmp_path / "nowhere", notes, junk, bad_ckpt, link.parent, locked, good]
+        run = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "convert_old_runs.py"), *map(str, paths)],
+                             capture_output=True, text=True, timeout=300)
+    finally: locked.parent.chmod(0o755)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    out = run.stdout
+    for p, said in [(tmp_path / "nowhere", "does not exist"), (notes, "is neither a folder"), (junk, "not a results table"),
+                    (bad_ckpt, "cannot be read"), (link, "is a link")]:
+        assert f"{p}: " in out and said in out.split(f"{p}: ", 1)[1].splitlines()[0], (p, out)
+    assert "Re-running `torch.load`" not in out and "weights_only=False" not in out       # no advice to load unsafely
+    if os.geteuid() != 0: assert f"{locked}: cannot be rewritten" in out               # root writes anywhere
+    assert "added" in out.split(f"{good}: ", 1)[1].splitlines()[0]                       # the last path still converted
+    assert run.stderr.strip().splitlines()[-1].startswith("convert_old_runs.py: ") and len(run.stderr.strip().splitlines()) == 1
+    assert junk.read_bytes() == bytes(range(256)) * 8 and bad_ckpt.read_bytes() == b"not a checkpoint"

@@ -35,48 +35,58 @@ def reports(tmp_path_factory):
     """MiniLM (its packaged weights) and a random-init ViT-B-32 (CLEVR-2D, and PUG:SPARE with no data folder) diagnosed at the
     small budget, by the console command's entry point in this process (the tests below run the installed command itself)."""
     root = tmp_path_factory.mktemp("diagnose")
+    pug = root / "pug"; pug.mkdir()       # a PUG:SPARE folder whose images are not downloaded: its stages cannot run
+    (pug / "labels.csv").write_text("filename,character_name,character_texture,character2_name,character2_texture\n"
+                                    "a.png,cat,red,dog,blue\nb.png,dog,blue,cat,red\n")
     first = binding_nb_in_process("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
     second = binding_nb_in_process("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d",
-                                   "pug_spare", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+                                   "pug_spare", "--pug-root", "pug", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
     return root, first + second
 
+MINI, CLIP = "st:all-MiniLM-L6-v2 (default)", "openclip:ViT-B-32 (random)"   # the encoders' names, as their reports give them
+
+def report(root: Path, name: str) -> Path:
+    "The report folder of the encoder `name` under `root/r`: its readable name and a hash of the whole name."
+    from binding_nb.utils import fingerprint
+    return root / "r" / f"{name.replace(':', '_').replace(' (', '_').rstrip(')')}_{fingerprint(name, length=8)}"
+
 def summary(root: Path, name: str) -> dict:
-    return json.loads((root / "r" / name / "summary.json").read_text())
+    return json.loads((report(root, name) / "summary.json").read_text())
 
 def test_each_report_has_its_files_and_numbers(reports):
     root, out = reports
-    for name in ("st_all-MiniLM-L6-v2_default", "openclip_ViT-B-32_random"):
-        folder = root / "r" / name
+    for name in (MINI, CLIP):
+        folder = report(root, name)
         for f in ("report.md", "report.html", "summary.json", "verdict.csv"): assert (folder / f).stat().st_size > 0, f
         s = summary(root, name)
         assert s["command"].startswith("binding_nb diagnose ") and s["version"] and s["wall_seconds"] > 0
         assert all(0 <= v <= 1 for k, v in s["headline"].items() if "R²" not in k), s["headline"]
         html = (folder / "report.html").read_text()
         assert "<table" in html and "data:image/png;base64," in html and "Verdict" in html
-    mini = summary(root, "st_all-MiniLM-L6-v2_default")
+    mini = summary(root, MINI)
     assert [st["name"] for st in mini["stages"]] == ["geometry_text", "complexity_text"] and {st["status"] for st in mini["stages"]} == {"ok"}
     assert mini["headline"]["text geometry: concept probe"] > 0.9           # pretrained MiniLM reads its concepts
     assert mini["towers"]["text"]["weights"] == "default"
-    key = pd.read_csv(root / "r" / "st_all-MiniLM-L6-v2_default" / "geometry_text" / "key_numbers.csv").iloc[0]
+    key = pd.read_csv(report(root, MINI) / "geometry_text" / "key_numbers.csv").iloc[0]
     assert key["R² AVG"] == pytest.approx(mini["headline"]["text geometry: R² AVG"])
 
 def test_a_dual_encoder_gets_cross_modal_recognition_beside_its_baselines(reports):
     root, _ = reports
-    clip = summary(root, "openclip_ViT-B-32_random")
+    clip = summary(root, CLIP)
     stages = {st["name"]: st for st in clip["stages"]}
     assert stages["crossmodal_clevr2d"]["status"] == "ok"
-    cm = pd.read_csv(root / "r" / "openclip_ViT-B-32_random" / "crossmodal_clevr2d" / "crossmodal.csv").iloc[0]
+    cm = pd.read_csv(report(root, CLIP) / "crossmodal_clevr2d" / "crossmodal.csv").iloc[0]
     assert 0 < cm["object chance"] < cm["bag of concepts"] < 1 and cm["scenes"] > 0
-    verdict = pd.read_csv(root / "r" / "openclip_ViT-B-32_random" / "verdict.csv")
+    verdict = pd.read_csv(report(root, CLIP) / "verdict.csv")
     assert "cross-modal object recognition (Def. 3.4)" in set(verdict.measure)
     assert verdict[verdict.measure.str.startswith("additive reconstruction")].clip_in_paper.iloc[0] == "0.78 / 0.83"   # the paper's CLEVR-2D R²
 
 def test_a_stage_that_cannot_run_is_recorded_and_the_others_go_on(reports):
     root, _ = reports
-    stages = {st["name"]: st for st in summary(root, "openclip_ViT-B-32_random")["stages"]}
-    assert stages["geometry_pug_spare"]["status"] == "not run" and "pug_root" in stages["geometry_pug_spare"]["reason"]
+    stages = {st["name"]: st for st in summary(root, CLIP)["stages"]}
+    assert stages["geometry_pug_spare"]["status"] == "not run" and "images listed" in stages["geometry_pug_spare"]["reason"]
     assert stages["geometry_clevr2d"]["status"] == "ok"
-    assert "not run" in (root / "r" / "openclip_ViT-B-32_random" / "report.md").read_text()
+    assert "not run" in (report(root, CLIP) / "report.md").read_text()
 
 def test_the_leaderboard_has_a_row_per_encoder_and_rebuilds_from_summaries(reports):
     root, out = reports
@@ -90,12 +100,12 @@ def test_the_leaderboard_has_a_row_per_encoder_and_rebuilds_from_summaries(repor
 def test_a_rerun_embeds_nothing_and_an_interrupted_run_resumes(reports):
     root, _ = reports
     stamps = cache_stamps(root / "cache")
-    (root / "r" / "openclip_ViT-B-32_random" / "complexity_clevr2d" / "stage.json").unlink()      # as if stopped before this stage ended
+    (report(root, CLIP) / "complexity_clevr2d" / "stage.json").unlink()      # as if stopped before this stage ended
     again = binding_nb("diagnose", "openclip:ViT-B-32", "--pretrained", "random", "--budget", "small", "--datasets", "clevr2d", "pug_spare",
-                       "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
+                       "--pug-root", "pug", "--out", "r", "--cache-dir", "cache", "--quiet", cwd=root)
     assert again.returncode == 0, again.stderr[-3000:]
     assert cache_stamps(root / "cache") == stamps                                                   # nothing embedded again
-    stages = {st["name"]: st for st in summary(root, "openclip_ViT-B-32_random")["stages"]}
+    stages = {st["name"]: st for st in summary(root, CLIP)["stages"]}
     assert stages["geometry_clevr2d"]["reason"] == "read back" and stages["crossmodal_clevr2d"]["reason"] == "read back"
     assert stages["complexity_clevr2d"]["status"] == "ok" and stages["complexity_clevr2d"]["reason"] == ""   # run again (its fits read back by 04's table)
 
@@ -106,6 +116,10 @@ def test_a_rerun_embeds_nothing_and_an_interrupted_run_resumes(reports):
     (["openclip:ViT-B-32", "--pretrained", "/nowhere/clip.pt"], "/nowhere/clip.pt"),
     (["st:all-MiniLM-L6-v2", "openclip:ViT-B-32", "--pretrained", "default", "random", "random"], "3 weights for 2 encoders"),
     (["openclip:ViT-B-32", "--pretrained", "random", "--text-pretrained", "/nowhere/text.pt"], "--text-pretrained gives the weights of the tower --text-encoder names"),
+    (["st:all-MiniLM-L6-v2", "--n-pairs", "160001"], "n_pairs=160,001 is more than the 160,000 multi-object scenes of text"),
+    (["openclip:ViT-B-32", "--pretrained", "random", "--n-pairs", "577"], "more than the 576 multi-object scenes of clevr2d"),
+    (["openclip:ViT-B-32", "--pretrained", "random", "--datasets", "pug_spare"], "pug_spare needs the downloaded PUG:SPARE folder"),
+    (["openclip:ViT-B-32", "--pretrained", "random", "--datasets", "pug_spare", "--pug-root", "/nowhere/pug"], "pug_root /nowhere/pug is not a folder"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, args, message, capsys):
     "Refused by the entry point, in process: exit status 2 and the message on stderr, no traceback, nothing written."
@@ -155,5 +169,5 @@ def test_a_failed_stage_exits_1_and_is_named(tmp_path, capsys, monkeypatch):
                               "--quiet", cwd=tmp_path)
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and "1 stage(s) failed" in err and "complexity_text" in err and "a broken stage" in err, err[-2000:]
-    stages = {st["name"]: st["status"] for st in summary(tmp_path, "st_all-MiniLM-L6-v2_default")["stages"]}
+    stages = {st["name"]: st["status"] for st in summary(tmp_path, MINI)["stages"]}
     assert stages == {"geometry_text": "ok", "complexity_text": "failed"}, stages

