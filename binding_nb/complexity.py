@@ -25,8 +25,9 @@ from .toys import toy_embeddings
 from .utils import fingerprint, resolve_device, save_figure, whole_number
 
 # %% auto #0
-__all__ = ['KNOWN_VALUES', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'known_solver', 'known_answer',
-           'sweep', 'summarize_complexity', 'plot_complexity', 'known_jobs', 'known_failures', 'run_complexity']
+__all__ = ['KNOWN_VALUES', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'SHARED_RANKS', 'OWN_PROBE',
+           'known_solver', 'known_answer', 'sweep', 'summarize_complexity', 'plot_complexity', 'known_jobs',
+           'known_failures', 'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #27e76e81
 KNOWN_VALUES = (30, 30)   # the known answers' space: 900 objects, 810,000 ordered two-object scenes
@@ -39,20 +40,25 @@ def known_solver(finish: int = 500) -> dict:
 def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64, steps: int = 300,
                  finish: int = 500) -> pd.DataFrame:
     """Fit each of `families` at `rank` to a random encoder of the form `code` and that rank (None: a table, a random
-    vector per object summed over the objects), on the scenes of half the objects of a seeded sample of `n_scenes`
+    vector per object summed over the objects; 'shared_product': 06's known shared code, which recognises most of its
+    objects), on the scenes of half the objects of a seeded sample of `n_scenes`
     two-object scenes of a 30 x 30 space, as `fit_cell` fits a setting (`known_solver`, `steps` Adam steps for the
     random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."""
-    from binding_nb.learned import QueryProbes          # here: §5.3's module loads the training code
+    from binding_nb.learned import QueryProbes, known_binding          # here: §5.3's module loads the training code
     space = ConceptSpace(list(KNOWN_VALUES))
     pairs = all_pairs(space)
     pairs = pairs[(pairs[..., 0] >= 0).all(1)]
     n_scenes = whole_number(n_scenes, "n_scenes", low=1)
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n_scenes, replace=False))]
     name = f"{code}, rank {rank}" if code else "table"
-    emb = form_embeddings(space, scenes, code, rank, dim, seed=1) if code else toy_embeddings(space, scenes, "table", dim=dim, noise=0)
-    t = scene_table(emb, (scenes, space), name=name)
-    probes = (QueryProbes(space, *(torch.as_tensor(q) for q in form_queries(space, code, rank, dim, seed=1))) if code
-              else fit_probes(t, *probe_split(t.n, 0.4, 0), device="cpu"))
+    if code == "shared_product":                        # 06's known binding, [sum_k u ; prod_k v] per object (2 x rank wide), on its own sample
+        lb = known_binding(space, code, rank, n_scenes, seed=1)
+        t, probes = lb.table, lb.probes
+    else:
+        emb = form_embeddings(space, scenes, code, rank, dim, seed=1) if code else toy_embeddings(space, scenes, "table", dim=dim, noise=0)
+        t = scene_table(emb, (scenes, space), name=name)
+        probes = (QueryProbes(space, *(torch.as_tensor(q) for q in form_queries(space, code, rank, dim, seed=1))) if code
+                  else fit_probes(t, *probe_split(t.n, 0.4, 0), device="cpu"))
     split = holdout_split(t, 0.5, seed=0)
     ref = held_out_reference(t, split.test, probes)
     cells = [Cell(f, rank, 1e-2, **known_solver(finish)) for f in families]
@@ -150,26 +156,36 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
 
 # %% ../nbs/04_complexity.ipynb #5d4840e6
 KNOWN_CODES = ("additive", "per_object_product", "global_product")
+SHARED_RANKS = (32, 64)   # the ranks at which 06's shared code recognises most of its held-out objects (0.83, 0.98): a test of recognition
+OWN_PROBE = {"shared_product": "per_object_product_shared"}   # a known code's own probe, where it is not the code's name
 
 def known_jobs(ranks: Sequence[int]) -> list[tuple]:
     """The known answers at `ranks`, as `known_answer`'s arguments: per rank, each form's own probe (with the additive
-    probe on the products), and both product probes on a table."""
+    probe on the products), both product probes on a table, and at `SHARED_RANKS` the shared code's own probe and the
+    additive probe."""
     jobs = []
     for r in ranks:
         jobs += [(code, r, [code] + ["additive"] * (code != "additive")) for code in KNOWN_CODES]
         jobs.append((None, r, ["per_object_product", "global_product"]))
+        if r in SHARED_RANKS: jobs.append(("shared_product", r, [OWN_PROBE["shared_product"], "additive"]))
     return jobs
 
 def known_failures(known: pd.DataFrame) -> list[str]:
     """What in a table of known answers is wrong: an own probe below held-out R^2 0.95 or more than 0.05 from the code's
-    own object recognition, the additive probe fitting a product code (R^2 0.9 or more), or a probe predicting a
-    table (R^2 0.05 or more)."""
-    own, table = known[known.family == known.code], known[known.code == "table"]
+    own object recognition, the additive probe fitting a product code (R^2 0.9 or more), a probe predicting a table
+    (R^2 0.05 or more), or, on the shared code, the code not recognising more than the bag-of-concepts baseline or the
+    additive probe coming within 0.3 of it."""
+    own, table = known[known.family == known.code.map(lambda c: OWN_PROBE.get(c, c))], known[known.code == "table"]
     add = known[(known.family == "additive") & (known.code != "additive")]
     bad = [f"{r.encoder}: its own probe reaches held-out R^2 {r.r2:.3f}, object recognition {r.object_acc:.3f} "
            f"against the code's {r.ceiling_object_acc:.3f}"
            for r in own.itertuples() if not (r.r2 > 0.95 and abs(r.object_acc - r.ceiling_object_acc) <= 0.05)]
     bad += [f"{r.encoder}: the additive probe reaches R^2 {r.r2:.3f}" for r in add.itertuples() if not r.r2 < 0.9]
+    shared = known[known.code == "shared_product"]         # recognition tested: the code recognises, the additive probe does not
+    bad += [f"{r.encoder}: the code recognises only {r.ceiling_object_acc:.3f} of its held-out objects, too few to test recognition"
+            for r in shared.itertuples() if not r.ceiling_object_acc > r.bag_of_concepts_acc]
+    bad += [f"{r.encoder}: the additive probe recognises {r.object_acc:.3f} against the code's {r.ceiling_object_acc:.3f}"
+            for r in shared[shared.family == "additive"].itertuples() if not r.object_acc < r.ceiling_object_acc - 0.3]
     return bad + [f"table: {r.family} rank {r.capacity:.0f} predicts it (R^2 {r.r2:.3f})" for r in table.itertuples() if not r.r2 < 0.05]
 
 # %% ../nbs/04_complexity.ipynb #34371f79

@@ -1,5 +1,6 @@
 """04's known answers at every rank: each form's own probe (and the additive probe, and both products on a table) fitted to a random
-encoder of that form, as `binding_nb.complexity.known_answer` fits it (moment start and one random start, each finished by L-BFGS).
+encoder of that form, and at ranks 32 and 64 to 06's known shared code, as `binding_nb.complexity.known_answer` fits it (moment
+start and one random start, each finished by L-BFGS).
 
     python scripts/known_answers.py [--out results/complexity/known_answers.csv] [--ranks 8 16 32 64] [--workers 2]
 
