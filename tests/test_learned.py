@@ -223,3 +223,18 @@ def test_every_input_kind_names_itself_in_the_tables(monkeypatch):
     assert architecture_name(cfg) == "transformer"
     assert architecture_name(dataclasses.replace(cfg, inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
     assert architecture_name(dataclasses.replace(with_architecture(cfg, "product-shared"), inputs="mine")) == "mine, product-shared"
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(study_dir="/nowhere/study"), "is not a folder"),
+    (dict(n_boot=10), "n_boot must be a whole number of at least 100"),
+    (dict(n_boot="many"), "n_boot must be a whole number"),
+])
+def test_the_fig9_page_checks_its_parameters(tmp_path, params, message):
+    "06b's parameter check refuses a study folder that is not one, or holds no points, and a bootstrap too small, before anything is read."
+    from conftest import run_parameter_check
+    fig9 = Path(__file__).parents[1] / "nbs" / "06b_fig9.ipynb"
+    with pytest.raises((ValueError, FileNotFoundError)) as e: run_parameter_check(fig9, **params)
+    assert message in str(e.value), str(e.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no fig9_points.csv"): run_parameter_check(fig9, study_dir=str(tmp_path / "empty"))
