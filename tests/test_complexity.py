@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from binding_nb.approximators import FAMILIES, fit_approximator, form_embeddings, held_out_reference, score_approximator
+from binding_nb.approximators import FAMILIES, fit_approximator, form_embeddings, form_queries, held_out_reference, score_approximator
 from binding_nb.complexity import COMPLEXITY_RESULTS, sweep
 from binding_nb.sweeps import Cell, fit_cell, grid, holdout_split
 from binding_nb.datasets import all_pairs, clevr_space
@@ -35,14 +35,17 @@ def _known_scenes(n: int) -> np.ndarray:
 
 
 def _known_table(form: str, rank: int, n: int, dim: int = 64):
-    "A random encoder of exactly `form` (zero-mean tables, rank `rank`) on `n` sampled scenes, its linear probes, and its split by half the objects."
+    """A random encoder of exactly `form` (zero-mean tables, rank `rank`) on `n` sampled scenes, its own queries (as 04's
+    known answers read a code: exhaustive over the 900 objects), and its split by half the objects."""
+    from binding_nb.learned import QueryProbes
     scenes = _known_scenes(n)
     t = scene_table(form_embeddings(KNOWN_SPACE, scenes, form, rank, dim, seed=1), (scenes, KNOWN_SPACE), name=form)
-    return t, fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu"), holdout_split(t, 0.5, seed=1)
+    queries = QueryProbes(KNOWN_SPACE, *(torch.as_tensor(q) for q in form_queries(KNOWN_SPACE, form, rank, dim, seed=1)))
+    return t, queries, holdout_split(t, 0.5, seed=1)
 
 
 def _own_probe(form: str, rank: int, n: int = 20_000, dim: int = 64, init_mean: float = 0.0) -> dict:
-    "A random encoder of exactly `form` fitted on the scenes of half its objects by its own probe at its rank, read by linear probes."
+    "A random encoder of exactly `form` fitted on the scenes of half its objects by its own probe at its rank, read by its own queries."
     t, probes, sp = _known_table(form, rank, n, dim)
     return fit_cell(t, sp, Cell(form, rank, 1e-2, 0.3, init_mean), probes, 1500, None, 100, "cpu")
 
@@ -63,7 +66,7 @@ def test_the_global_product_is_recovered_from_enough_scenes_with_its_rank_and_st
     t, probes, sp = _known_table(form, 8, 100_000)
     fits = [(rank, start, fit_approximator(form, KNOWN_SPACE, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], rank, 3e-2, 1000,
                                            None, 100, start, "cpu", 0.3, 0.0)) for rank in (8, 16, 32) for start in (0, 1)]
-    val = [score_approximator(app, t, sp.val, probes)["r2"] for *_, app in fits]     # linear probes cannot read this code: validation R^2 chooses
+    val = [score_approximator(app, t, sp.val, probes)["r2"] for *_, app in fits]     # validation R^2 chooses
     rank, start, best = fits[int(np.argmax(val))]
     r, ceiling = score_approximator(best, t, sp.test, probes), held_out_reference(t, sp.test, probes)["ceiling_object_acc"]
     assert r["r2"] > 0.95, (rank, start, r, val)
