@@ -64,7 +64,8 @@ def read_checkpoint(path: str | Path) -> dict:
 #     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU checkpoint on CUDA.)
 #   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the random stream.
 #   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and the
-#     authors' test draws samples of this size at each validation into a record (and test-best weights) that selects nothing
+#     authors' test draws samples of this size at each validation into a record (and test-best weights) that
+#     selects nothing
 #     of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
 # eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside model_key, as
@@ -139,9 +140,10 @@ def load_model(path: str | Path, device: str = "auto", weights: str = "selected"
         raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before its first validation; "
                          "train the run again (move the checkpoint away) to study the checkpoint of the authors' protocol")
     if weights == "test_best" and ck.get("test_best_from", 0) > 0:
-        raise ValueError(f"{path} holds test-best weights chosen among the steps from {ck['test_best_from']} only: it was resumed from a "
-                         "checkpoint whose test record meant something else (written before binding_nb kept test-best weights, or "
-                         "scored on another number of test scenes); the authors' protocol studies weights chosen over the whole run: "
+        raise ValueError(f"{path} holds test-best weights chosen among the steps from {ck['test_best_from']} only: it "
+                         "was resumed from a checkpoint whose test record meant something else (written before "
+                         "binding_nb kept test-best weights, or scored on another number of test scenes); the authors' "
+                         "protocol studies weights chosen over the whole run: "
                          "train the run again (move the checkpoint away)")
     _load_state(path, model, ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"])
     return model.to(resolve_device(device)).eval(), cfg
@@ -156,9 +158,11 @@ def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> No
            f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
            if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
     if why is None or state.step == 0: return
-    state.test_best_score, state.test_best_step, state.test_best_model, state.test_best_from = -1.0, 0, None, state.step + 1
-    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step and weights "
-                  f"cover the steps from there only, and the authors' protocol will not study them (load_model(weights='test_best') "
+    state.test_best_score, state.test_best_step, state.test_best_model = -1.0, 0, None
+    state.test_best_from = state.step + 1
+    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step "
+                  f"and weights cover the steps from there only, and the authors' protocol will not study them "
+                  f"(load_model(weights='test_best') "
                   f"refuses); train the run afresh to study them", stacklevel=3)
 
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,

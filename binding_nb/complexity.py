@@ -51,14 +51,15 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
     n_scenes = whole_number(n_scenes, "n_scenes", low=1)
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n_scenes, replace=False))]
     name = f"{code}, rank {rank}" if code else "table"
-    if code == "shared_product":                        # 06's known binding, [sum_k u ; prod_k v] per object (2 x rank wide), on its own sample
+    if code == "shared_product":          # 06's known binding, [sum_k u ; prod_k v] per object: its own sample
         lb = known_binding(space, code, rank, n_scenes, seed=1)
         t, probes = lb.table, lb.probes
+    elif code:
+        t = scene_table(form_embeddings(space, scenes, code, rank, dim, seed=1), (scenes, space), name=name)
+        probes = QueryProbes(space, *(torch.as_tensor(q) for q in form_queries(space, code, rank, dim, seed=1)))
     else:
-        emb = form_embeddings(space, scenes, code, rank, dim, seed=1) if code else toy_embeddings(space, scenes, "table", dim=dim, noise=0)
-        t = scene_table(emb, (scenes, space), name=name)
-        probes = (QueryProbes(space, *(torch.as_tensor(q) for q in form_queries(space, code, rank, dim, seed=1))) if code
-                  else fit_probes(t, *probe_split(t.n, 0.4, 0), device="cpu"))
+        t = scene_table(toy_embeddings(space, scenes, "table", dim=dim, noise=0), (scenes, space), name=name)
+        probes = fit_probes(t, *probe_split(t.n, 0.4, 0), device="cpu")
     split = holdout_split(t, 0.5, seed=0)
     ref = held_out_reference(t, split.test, probes)
     cells = [Cell(f, rank, 1e-2, **known_solver(finish)) for f in families]
@@ -156,8 +157,8 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
 
 # %% ../nbs/04_complexity.ipynb #5d4840e6
 KNOWN_CODES = ("additive", "per_object_product", "global_product")
-SHARED_RANKS = (32, 64)   # the ranks at which 06's shared code recognises most of its held-out objects (0.83, 0.98): a test of recognition
-OWN_PROBE = {"shared_product": "per_object_product_shared"}   # a known code's own probe, where it is not the code's name
+SHARED_RANKS = (32, 64)   # where 06's shared code recognises most of its held-out objects (0.83, 0.98)
+OWN_PROBE = {"shared_product": "per_object_product_shared"}   # a code's own probe, where it is not the code's name
 
 def known_jobs(ranks: Sequence[int]) -> list[tuple]:
     """The known answers at `ranks`, as `known_answer`'s arguments: per rank, each form's own probe (with the additive
@@ -181,10 +182,11 @@ def known_failures(known: pd.DataFrame) -> list[str]:
            f"against the code's {r.ceiling_object_acc:.3f}"
            for r in own.itertuples() if not (r.r2 > 0.95 and abs(r.object_acc - r.ceiling_object_acc) <= 0.05)]
     bad += [f"{r.encoder}: the additive probe reaches R^2 {r.r2:.3f}" for r in add.itertuples() if not r.r2 < 0.9]
-    shared = known[known.code == "shared_product"]         # recognition tested: the code recognises, the additive probe does not
-    bad += [f"{r.encoder}: the code recognises only {r.ceiling_object_acc:.3f} of its held-out objects, too few to test recognition"
-            for r in shared.itertuples() if not r.ceiling_object_acc > r.bag_of_concepts_acc]
-    bad += [f"{r.encoder}: the additive probe recognises {r.object_acc:.3f} against the code's {r.ceiling_object_acc:.3f}"
+    shared = known[known.code == "shared_product"]    # the code recognises, the additive probe does not
+    bad += [f"{r.encoder}: the code recognises only {r.ceiling_object_acc:.3f} of its held-out objects, too few to "
+            "test recognition" for r in shared.itertuples() if not r.ceiling_object_acc > r.bag_of_concepts_acc]
+    bad += [f"{r.encoder}: the additive probe recognises {r.object_acc:.3f} against the code's "
+            f"{r.ceiling_object_acc:.3f}"
             for r in shared[shared.family == "additive"].itertuples() if not r.object_acc < r.ceiling_object_acc - 0.3]
     return bad + [f"table: {r.family} rank {r.capacity:.0f} predicts it (R^2 {r.r2:.3f})" for r in table.itertuples() if not r.r2 < 0.05]
 

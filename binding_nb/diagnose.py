@@ -100,11 +100,13 @@ class Diagnosis:
     @property
     def name(self) -> str: return " + ".join(dict.fromkeys(f"{n} ({w})" for n, w in self.towers.values()))   # one tower name for a CLIP
     @property
-    def slug(self) -> str:
-        "The report folder's name: the encoder's name made safe, and a short hash of the whole name, so no two encoders share one."
-        return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', self.name).strip('_')[:64]}_{fingerprint(self.name, length=8)}"
+    def safe_name(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")
     @property
-    def old_slug(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")[:80]   # the name before the hash
+    def slug(self) -> str:
+        "The report folder's name: the name made safe and a short hash of the whole name, so no two encoders share one."
+        return f"{self.safe_name[:64]}_{fingerprint(self.name, length=8)}"
+    @property
+    def old_slug(self) -> str: return self.safe_name[:80]          # the folder's name before it carried the hash
     def run(self, dataset: str) -> RunSpec:
         "The 03a run of `dataset` through the tower of its modality, with the budget's sample."
         enc, w = self.towers[dataset_modality(dataset)]
@@ -117,8 +119,8 @@ def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] 
     for w, what in ((pretrained, "--pretrained"), (text_pretrained, "--text-pretrained")):
         if w is not None and (not isinstance(w, str) or not w.strip()): raise ValueError(f"{what} must be 'random', 'default', a tag or a local path, got {w!r}")
     if text_pretrained is not None and text_encoder is None:
-        raise ValueError("--text-pretrained gives the weights of the tower --text-encoder names; CLIP's own text tower runs on --pretrained: "
-                         "drop --text-pretrained, or name the text tower with --text-encoder")
+        raise ValueError("--text-pretrained gives the weights of the tower --text-encoder names; CLIP's own text tower "
+                         "runs on --pretrained: drop --text-pretrained, or name the text tower with --text-encoder")
     towers = {encoder_modality(encoder, pretrained): (encoder, pretrained)}
     if text_encoder is not None:
         if "text" in towers: raise ValueError(f"{encoder} is a text encoder already: --text-encoder names the text tower of an image encoder")
@@ -243,7 +245,8 @@ def _read_stage(folder: Path, key: str) -> dict | None:
     rec = read_json(folder / "stage.json")
     if rec.get("key") != key or rec.get("status") != "ok" or rec.get("digest") != _record_digest(rec): return None
     files = rec.get("files") or {}
-    if not isinstance(files, dict) or any(not (folder / f).is_file() or content_digest(folder / f) != d for f, d in files.items()): return None
+    changed = lambda f, d: not (folder / f).is_file() or content_digest(folder / f) != d
+    if not isinstance(files, dict) or any(changed(f, d) for f, d in files.items()): return None
     try: rec["tables"] = {t: pd.read_csv(folder / f"{t}.csv") for t in rec["table_names"]}
     except (OSError, ValueError, pd.errors.ParserError): return None
     return rec
@@ -268,7 +271,7 @@ def run_stage(ws: Workspace, stage: Stage, folder: Path) -> Stage:
     stage.seconds = round(time.perf_counter() - t0, 1)
     rec = dict(key=key, kind=stage.kind, dataset=stage.dataset, status=stage.status, reason=stage.reason, seconds=stage.seconds,
                numbers=stage.numbers, table_names=list(stage.tables or {}), files=_stage_files(folder))
-    rec["digest"] = _record_digest(rec)                                 # an edited record is run again, as is a changed file
+    rec["digest"] = _record_digest(rec)                 # an edited record is run again, as is a changed file
     with atomic_file(folder / "stage.json") as f: f.write(json.dumps(rec, indent=1).encode())
     return stage
 
@@ -307,8 +310,10 @@ def default_embedding_cache() -> Path:
     return default_cache_dir().parent / "embeddings"
 
 def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
-              text_pretrained: str | None = None, budget_name: str = "default", n_pairs: int | None = None) -> list[Diagnosis]:
-    "Every encoder's `diagnosis`, with `pretrained` one value for all or one per encoder; all checked before any model loads."
+              text_pretrained: str | None = None, budget_name: str = "default", n_pairs: int | None = None,
+              pug_root=None) -> list[Diagnosis]:
+    """Every encoder's `diagnosis`, with `pretrained` one value for all or one per encoder, and the PUG:SPARE folder
+    where a dataset needs it; all checked before any model loads."""
     encoders = [encoders] if isinstance(encoders, str) else list(encoders)
     if not encoders: raise ValueError("no encoder to diagnose: name one, e.g. st:all-MiniLM-L6-v2")
     weights = [pretrained] * len(encoders) if isinstance(pretrained, str) else list(pretrained)
@@ -316,6 +321,7 @@ def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "defaul
     if len(weights) != len(encoders): raise ValueError(f"--pretrained gives {len(weights)} weights for {len(encoders)} encoders: give one for all, or one per encoder")
     diags = [diagnosis(e, w, datasets, text_encoder, text_pretrained, budget_name, n_pairs) for e, w in zip(encoders, weights)]
     if len({d.name for d in diags}) < len(diags): raise ValueError(f"an encoder is named twice in {encoders}")
+    if any("pug_spare" in d.datasets for d in diags): check_pug_root(pug_root)
     return diags
 
 def adopt_old_folder(folder: Path, d: Diagnosis) -> Path:
@@ -331,9 +337,9 @@ def adopt_old_folder(folder: Path, d: Diagnosis) -> Path:
 def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
              text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None, cache_dir="default", device="auto",
              pug_root=None, command: str | None = None, progress: bool = True) -> pd.DataFrame:
-    "Diagnose each of `encoders` into `out/<encoder>/` (report.md, report.html, tables, summary.json), then `out/leaderboard.*`; the leaderboard, its `attrs['failed']` naming every stage that failed."
-    diags = diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)   # every argument checked first
-    if any("pug_spare" in d.datasets for d in diags): check_pug_root(pug_root)
+    """Diagnose each of `encoders` into `out/<encoder>_<hash>/` (report.md, report.html, tables, summary.json), then
+    `out/leaderboard.*`; the leaderboard, its `attrs['failed']` naming every stage that failed."""
+    diags = diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, pug_root)
     resolve_device(device)
     cache_dir = default_embedding_cache() if cache_dir == "default" else cache_dir
     if cache_dir is not None: check_cache_dir(cache_dir)
@@ -341,12 +347,13 @@ def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "de
     command = command or f"diagnose({[d.name for d in diags]!r}, {str(out)!r}, budget={budget!r})"
     failed = []
     for d in diags:
-        s = diagnose_one(d, adopt_old_folder(folder, d), cache_dir, device, command, progress, dict(pug_root=pug_root) if pug_root else None)
+        options = dict(pug_root=pug_root) if pug_root else None
+        s = diagnose_one(d, adopt_old_folder(folder, d), cache_dir, device, command, progress, options)
         failed += [f"{d.name}: {st['name']} ({st['reason']})" for st in s["stages"] if st["status"] == "failed"]
         if progress: print(f"{d.name}: report in {folder / d.slug / 'report.md'} ({s['wall_seconds']:.0f} s)")
     board = leaderboard([folder / d.slug / "summary.json" for d in diags] + [p for p in folder.glob("*/summary.json") if p.parent.name not in {d.slug for d in diags}])
     write_leaderboard(board, folder)
-    board.attrs["failed"] = failed                     # the stages that failed (not those not run for want of data): the command exits 1
+    board.attrs["failed"] = failed        # stages that failed (not those not run for want of data): the command exits 1
     return board
 
 # %% ../nbs/08_diagnose.ipynb #506a72e5
@@ -371,18 +378,20 @@ def diagnose_cli(
     pug_root: Param("the downloaded PUG:SPARE folder, for --datasets pug_spare", str) = None,
     device: Param("auto, cpu or cuda", str) = "auto",
     quiet: Param("no progress bars", store_true) = False):
-    "Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a leaderboard. Exit status: 0 every stage done (or not run for want of data or weights, as the report says), 1 a stage failed (named on stderr; the others' reports are written), 2 arguments refused before any model loads."
+    """Diagnose encoders: §4's geometry, §5.1's complexity and cross-modal recognition, as a report per encoder and a
+    leaderboard. Exit status: 0 every stage done (or not run for want of data or weights, as the report says), 1 a stage
+    failed (named on stderr; the others' reports are written), 2 arguments refused before any model loads."""
     with refused("diagnose"):                                      # every argument, before any model loads
-        if any("pug_spare" in d.datasets for d in diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs)):
-            check_pug_root(pug_root)
+        diagnoses(encoders, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, pug_root)
         resolve_device(device)
         if cache_dir not in ("none", "default"): check_cache_dir(cache_dir)
         writable_folder(out, "--out", "pass a folder you can write to")
     board = diagnose(encoders, out, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, None if cache_dir == "none" else cache_dir,
                      device, pug_root, "binding_nb diagnose " + shlex.join(sys.argv[1:]), not quiet)
     print(markdown_table(board.drop(columns="report")))
-    if board.attrs.get("failed"):
-        print(f"binding_nb diagnose: {len(board.attrs['failed'])} stage(s) failed: " + "; ".join(board.attrs["failed"]), file=sys.stderr); sys.exit(1)
+    if failed := board.attrs.get("failed"):
+        print(f"binding_nb diagnose: {len(failed)} stage(s) failed: " + "; ".join(failed), file=sys.stderr)
+        sys.exit(1)
 
 @call_parse
 def leaderboard_cli(paths: Param("report folders or summary.json files", str, nargs="+", opt=False),

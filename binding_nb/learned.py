@@ -229,7 +229,8 @@ def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cac
 def paper_cells(forms: Sequence[str], lr: float, width: int) -> list[Cell]:
     "The authors' setting of each form probe of `forms`: tables as wide as the embedding (`width`), one N(0, 1) start, at `lr`."
     forms = list(forms)
-    if not forms: raise ValueError("paper_forms is empty: the authors' protocol needs a form probe to fit, e.g. ['global_product']")
+    if not forms:
+        raise ValueError("paper_forms is empty: the authors' protocol fits a form probe, e.g. ['global_product']")
     if bad := [f for f in forms if family(f).form is None]: raise ValueError(f"the authors' protocol fits form probes; {bad} are none")
     return [Cell(f, width, lr, **ONE_ADAM_START) for f in forms]        # N(0, 1) (Cell's default), one Adam start, no finish
 
@@ -282,10 +283,11 @@ class TrainedModel:
     row: dict
 
 def architecture_name(cfg: RunConfig) -> str:
-    "05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind, the kind's label first ('pixels L1, ' for 07's pixel tower; `InputKind.label`)."
+    """05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind,
+    the kind's label first ('pixels L1, ' for 07's pixel tower; `InputKind.label`)."""
     name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
     if cfg.inputs == "tokens": return name
-    return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself: 'pixels L2', or its name
+    return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)
@@ -381,9 +383,11 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
     "Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours') and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker. With `paper_objects`, the authors' protocol beside ours: `paper_forms` in their setting on `paper_binding` (`protocol` 'paper')."
     if not models: raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
     if bad := [m for m in models if not isinstance(m, (TrainedModel, RunConfig))]:
-        raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got {type(bad[0]).__name__}")
+        raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got "
+                        f"{type(bad[0]).__name__}")
     if not cells: raise ValueError("no approximator to fit: pass Cells (grid(...) makes them)")
-    if bad := [c for c in cells if not isinstance(c, Cell)]: raise TypeError(f"cells are Cells (grid(...) makes them), got {type(bad[0]).__name__}")
+    if bad := [c for c in cells if not isinstance(c, Cell)]:
+        raise TypeError(f"cells are Cells (grid(...) makes them), got {type(bad[0]).__name__}")
     models = _each_once(models)
     check_study(models, fractions, seeds, n_scenes, val_fraction, device, paper_objects, paper_forms)
     paper_steps, paper_lr = whole_number(paper_steps, "paper_steps", low=1), number_in(paper_lr, "paper_lr", 0, low_open=True)

@@ -57,7 +57,7 @@ class TrainState:
     test_best_score: float = -1.0     # the authors' selection (`keep_test_best`): kept beside ours for their protocol, never for ours
     test_best_step: int = 0
     test_best_model: dict | None = None
-    test_best_from: int = 0           # the first step whose test the record covers (after 0 when a resume had to start it again)
+    test_best_from: int = 0           # the first step the test record covers (after 0 when a resume started it again)
 
 # %% ../nbs/B3_loop.ipynb #a6e101d4
 def validation_score(metrics: dict) -> float:

@@ -121,7 +121,7 @@ class InputKind:
             raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are {[f.name for f in fields(self.settings)]}")
         return self.settings(**given)
     def label(self, settings) -> str:
-        "The kind in a few characters, for tables and figures: its settings' own `label()` where they define one, else its name."
+        "The kind in a few characters, for tables and figures: its settings' `label()` if they have one, else its name."
         return settings.label() if hasattr(settings, "label") else self.name
     def check(self, cfg: ModelConfig) -> None:
         "Raise a `ValueError` when the kind's towers cannot read `cfg`."

@@ -118,7 +118,8 @@ class SquareRenderer:
         scenes = torch.as_tensor(scenes)
         if scenes.ndim != 3 or scenes.shape[-1] != 2 or scenes.is_floating_point():
             raise ValueError(f"scenes must be integer values [n, slots, 2] (fill, border), got {scenes.dtype} {tuple(scenes.shape)}")
-        if check: ConceptSpace([self.V, self.V], names=("fill", "border")).check_values(scenes, allow_empty=True)   # -1 for both, or neither
+        if check:                                      # a slot is a square, or -1 for both colours
+            ConceptSpace([self.V] * 2, names=("fill", "border")).check_values(scenes, allow_empty=True)
         dev, (n, slots, _) = scenes.device, scenes.shape
         g = torch.Generator(device=dev).manual_seed(seed)
         present = (scenes >= 0).all(-1)                                                        # [n, slots]

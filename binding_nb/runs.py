@@ -57,23 +57,25 @@ def _parse_dataset(spec: str) -> tuple[str, int | None]:
     if base.startswith("clevr3d-3") or base == "pug_spare": raise ValueError(f"dataset {spec!r}: ':N' is for the complete grids, not {base}")
     return base, int(n)
 
-_GRID_SPACES = {"clevr2d": D.clevr_space, "clevr3d": D.clevr_space, "text": D.text_space, "patterned": D.patterned_space}
+_GRID_SPACES = {"clevr2d": D.clevr_space, "clevr3d": D.clevr_space, "text": D.text_space,
+                "patterned": D.patterned_space}
 
 def multi_object_scenes(spec: str) -> int | None:
-    """How many multi-object scenes the dataset `spec` holds, known without loading it: every ordered pair of its objects
-    (of the first N values of every concept with ':N'); None where only its data can tell (three-object sets, PUG:SPARE)."""
+    """How many multi-object scenes the dataset `spec` holds, known without loading it: every ordered pair of its
+    objects (of the first N values of every concept with ':N'); None where only its data can tell (three-object sets,
+    PUG:SPARE)."""
     base, n = _parse_dataset(spec)
     if base not in _GRID_SPACES: return None
     sizes = np.asarray(_GRID_SPACES[base]().values_per_concept)
     return int(np.prod(np.minimum(sizes, n) if n else sizes)) ** 2
 
 def check_n_pairs(spec: str, n_pairs: int | None) -> int | None:
-    "`n_pairs` as a whole number of at least 4 that `spec` holds (None: all of them), or a clear error before any data loads."
+    "`n_pairs`, a whole number of at least 4 that `spec` holds (None: all), or a clear error before any data loads."
     if n_pairs is None: return None
     n_pairs, most = whole_number(n_pairs, "n_pairs", low=4), multi_object_scenes(spec)
     if most is not None and n_pairs > most:
-        raise ValueError(f"n_pairs={n_pairs:,} is more than the {most:,} multi-object scenes of {spec}: pass at most {most:,}, "
-                         f"or None for all of them")
+        raise ValueError(f"n_pairs={n_pairs:,} is more than the {most:,} multi-object scenes of {spec}: "
+                         f"pass at most {most:,}, or None for all of them")
     return n_pairs
 
 def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str) -> np.ndarray:
@@ -88,11 +90,12 @@ def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str)
 def check_pug_root(pug_root, csv: str = "labels.csv") -> Path:
     "The PUG:SPARE folder `pug_root`, checked before any model loads: a folder that holds its labels file `csv`."
     if pug_root is None:
-        raise ValueError("pug_spare needs the downloaded PUG:SPARE folder: pass it (binding_nb diagnose --pug_root /data/pug_spare; "
-                         "papermill -p pug_root /data/pug_spare)")
+        raise ValueError("pug_spare needs the downloaded PUG:SPARE folder: pass it "
+                         "(binding_nb diagnose --pug_root /data/pug_spare; papermill -p pug_root /data/pug_spare)")
     root = Path(pug_root).expanduser()
     if not root.is_dir(): raise ValueError(f"pug_root {root} is not a folder: pass the downloaded PUG:SPARE folder")
-    if not (root / csv).is_file(): raise ValueError(f"pug_root {root} holds no {csv}: pass the folder of the PUG:SPARE download")
+    if not (root / csv).is_file():
+        raise ValueError(f"pug_root {root} holds no {csv}: pass the folder of the PUG:SPARE download")
     return root
 
 def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render_cache="default", clevr3d_size: int = 224,
@@ -134,7 +137,7 @@ class RunSpec:
             raise ValueError(f"unknown encoder {self.encoder!r}; use 'openclip:<arch>', 'hf:<model>' or 'st:<model>'")
         if not isinstance(self.weights, str) or not self.weights:
             raise ValueError(f"weights must be 'random', 'default', a tag or a local path, got {self.weights!r}")
-        object.__setattr__(self, "n_pairs", check_n_pairs(self.dataset, self.n_pairs))   # within the dataset, before it loads
+        object.__setattr__(self, "n_pairs", check_n_pairs(self.dataset, self.n_pairs))   # checked before it loads
 
     @property
     def pretrained(self): return {"random": None, "default": True}.get(self.weights, self.weights)   # for load_encoder

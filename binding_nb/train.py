@@ -301,7 +301,9 @@ RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", 
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)   # measured where the run can: nan in a row without them
 
 def test_selected(state: TrainState) -> dict:
-    "The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) that its record covers (from `test_best_from`), its step, and its one-object and multi-object parts there (nan unless every such validation has the first)."
+    """The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) that its
+    record covers (from `test_best_from`), its step, and its one-object and multi-object parts there (nan unless every
+    such validation has the first)."""
     covered = [h for h in state.history if h["step"] >= state.test_best_from]
     acc = [h.get("test_object_acc_in_batch", float("nan")) for h in covered]
     if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))

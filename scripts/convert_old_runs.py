@@ -17,8 +17,9 @@ run keys (`model_key` of a coverage table, the key at the end of a run name in t
 old -> new keys of the checkpoints found under the same folder. Rows it cannot re-key are reported and left as they were.
 
 Every file it rewrites is kept beside the new one as `<name>.bad-<time>-<token><suffix>` (the library's `set_aside`).
-Converting twice changes nothing. A path or file it cannot convert (missing, of another kind, unreadable, not writable, a
-link) is reported on its own line and left as it was, the others converted; the script then exits 1 with one line.
+Converting twice changes nothing. A path or file it cannot convert (missing, of another kind, unreadable, not
+writable, a link) is reported on its own line and left as it was, the others converted; the script then exits 1 with
+one line.
 """
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
         payload = read_verified(path, "checkpoint")
         ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
     except Exception as e: raise Unconverted(f"cannot be read ({safe_reason(e)})") from None
-    if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()): raise Unconverted("not a checkpoint of a run")
+    if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()):
+        raise Unconverted("not a checkpoint of a run")
     config = new_config(ck["config"])
     cfg = RunConfig(**config)
     old, new = old_model_key(cfg), cfg.model_key()
@@ -154,19 +156,20 @@ class Unconverted(Exception):
     "A file this script cannot convert: reported, left as it was, and the others converted."
 
 
+def _found(root: Path, pattern: str) -> list[Path]:
+    "The files under `root` named by `pattern`, set-aside copies left out."
+    return sorted(f for f in root.rglob(pattern) if f.is_file() and not is_set_aside(f))
+
+
 def _files(p: Path) -> tuple[list[Path], list[Path]]:
-    "The checkpoints and results tables that the path `p` names, or `Unconverted` saying why it names none."
-    found = lambda pattern: sorted(f for f in p.rglob(pattern) if f.is_file() and not is_set_aside(f))
-    if not p.exists() and not p.is_symlink(): raise Unconverted("does not exist: pass an output folder, a results table or a checkpoint")
-    if p.is_dir(): return found("*.pt"), [f for n in TABLES for f in found(n)]
+    """The checkpoints and results tables that the path `p` names (a table: with the checkpoints under its folder,
+    through which its runs are re-keyed), or `Unconverted` saying why it names none."""
+    if not p.exists() and not p.is_symlink():
+        raise Unconverted("does not exist: pass an output folder, a results table or a checkpoint")
+    if p.is_dir(): return _found(p, "*.pt"), [f for n in TABLES for f in _found(p, n)]
     if p.suffix == ".pt": return [p], []
-    if p.name in TABLES: return found_beside(p), [p]
+    if p.name in TABLES: return _found(p.parent, "*.pt"), [p]
     raise Unconverted(f"is neither a folder, a checkpoint (*.pt) nor a results table ({', '.join(TABLES)})")
-
-
-def found_beside(table: Path) -> list[Path]:
-    "The checkpoints under a table's folder, through which its runs are re-keyed."
-    return sorted(f for f in table.parent.rglob("*.pt") if f.is_file() and not is_set_aside(f))
 
 
 def _one(path: Path, convert_file, keys: dict, log) -> bool:
@@ -198,5 +201,6 @@ if __name__ == "__main__":
     failed = []
     convert(p.parse_args().paths, failed=failed)
     if failed:
-        print(f"convert_old_runs.py: {len(failed)} path(s) not converted (each said above); the others were", file=sys.stderr)
+        print(f"convert_old_runs.py: {len(failed)} path(s) not converted (each said above); the others were",
+              file=sys.stderr)
         sys.exit(1)
