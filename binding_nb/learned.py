@@ -52,8 +52,9 @@ class QueryProbes:
         scores = s @ self.objects.T
         return scores if self.scored is None else scores.masked_fill(~self.scored, float("-inf"))
 
-    def accuracy(self, x, values: np.ndarray, chunk: int = 8192) -> dict[str, float]:
-        "Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes `values[n, m, C]`, and the same scenes scored in-batch (App. B.6)."
+    def accuracy(self, x, values: np.ndarray, chunk: int = 8192, baseline: bool = True) -> dict[str, float]:
+        """Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes
+        `values[n, m, C]`, and the same scenes scored in-batch (App. B.6), with its baseline unless `baseline` is False."""
         if len(values) == 0: return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
         dev, concept, obj = self.values.device, [], []
         for a in range(0, len(values), chunk):
@@ -61,14 +62,15 @@ class QueryProbes:
             v = torch.as_tensor(np.asarray(values[a:a + chunk]), device=dev)
             concept.append(concept_recognition(s @ self.values.T, v, self.space))       # as B4's `recognition` scores
             obj.append(object_recognition(self.object_scores(s), v, self.space))
-        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()), **self.in_batch(x, values))
+        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()), **self.in_batch(x, values, baseline=baseline))
 
-    def in_batch(self, x, values: np.ndarray, seed: int = 0) -> dict[str, float]:
-        "The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a permutation seeded by `seed`): in-batch concept and object recognition, and the baseline on the same candidates."
+    def in_batch(self, x, values: np.ndarray, seed: int = 0, baseline: bool = True) -> dict[str, float]:
+        """The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a permutation
+        seeded by `seed`): in-batch concept and object recognition, and (`baseline`) the baseline on the same candidates."""
         dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
         s = torch.as_tensor(np.ascontiguousarray(np.asarray(x, np.float32)[order]), device=dev)
         v = torch.as_tensor(np.asarray(values)[order], device=dev)
-        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev))
+        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev), baseline=baseline)
 
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
@@ -205,7 +207,7 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
     per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items() for k, x in _measures(app, lb, part).items()}
     def watch(predict, rows) -> dict:        # the held-out numbers at each validation: the paper's selection reads their best
         pred = predict(lb.table.values[rows])
-        got = lb.probes.accuracy(pred, lb.table.values[rows])
+        got = lb.probes.accuracy(pred, lb.table.values[rows], baseline=False)     # the baseline is the scenes', not the fit's
         return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"], "r2": r2_score(lb.table.emb[rows], pred)}
     return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set, desc=f"approximators: {lb.name}", watch=watch)
 
