@@ -35,6 +35,7 @@ setuptools.setup(
     scripts=[],
     entry_points={
         "console_scripts": meta.get("console_scripts", "").split(),   # settings.ini: name=module:function, space-separated
+        "binding_nb.inputs": meta.get("input_kinds", "").split(),     # settings.ini: the input kinds this package declares, name=module
         "nbdev": [f"{meta['lib_path']}={meta['lib_path']}._modidx:d"],
     },
     zip_safe=False,

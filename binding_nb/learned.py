@@ -286,7 +286,7 @@ class TrainedModel:
 
 def architecture_name(cfg: RunConfig) -> str:
     """05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind,
-    the kind's label first ('pixels L1, ' for 07's pixel tower; `InputKind.label`)."""
+    the kind's label first (`InputKind.label`, e.g. 'deep sets h64, ' for B2's example kind)."""
     name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
     if cfg.inputs == "tokens": return name
     return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself

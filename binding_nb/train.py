@@ -83,7 +83,7 @@ class RunConfig:
     code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
     v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
     # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
-    inputs: str = "tokens"        # what the scene tower reads: an input kind registered in models (models.INPUT_MODULES)
+    inputs: str = "tokens"        # what the scene tower reads: an input kind known by name (models.registered_inputs)
     input_settings: dict | None = None   # that kind's settings (its settings object, or a dict of them); None: its defaults
     # how to run, not what: left out of model_key
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
