@@ -20,7 +20,8 @@ from .cache import check_cache_dir, read_cache, write_cache
 from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
 from .coverage import COVERAGE_RESULTS, run_identity, run_one
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
-from .models import DualEncoder, input_kind
+from .inputs import input_kind
+from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation

@@ -5,31 +5,26 @@
 # %% ../nbs/B2_models.ipynb #bdfc48a1
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import itertools
 import math
-import sys
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from functools import partial
-from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .inputs import input_kind, register_inputs
 from .scenes import ConceptSpace, scene_sizes
 from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes, vocab
 from .utils import whole_number
 
 # %% auto #0
-__all__ = ['ARCHITECTURES', 'INPUTS_GROUP', 'ModelConfig', 'SceneTower', 'QueryTower', 'InputKind', 'register_inputs',
-           'registered_inputs', 'input_kind', 'use_inputs', 'PackedTokens', 'pack_tokens', 'Packed',
-           'sinusoidal_positions', 'TokenStem', 'Block', 'TransformerBody', 'Tower', 'token_tower', 'token_towers',
-           'query_tower', 'make_towers', 'DualEncoder', 'n_parameters', 'ValueCode', 'ProductTower', 'product_towers',
-           'check_input_kind', 'soft_target_ce', 'batch_loss', 'forward_flops', 'step_flops']
+__all__ = ['ARCHITECTURES', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
+           'TransformerBody', 'Tower', 'token_tower', 'token_towers', 'query_tower', 'make_towers', 'DualEncoder',
+           'n_parameters', 'ValueCode', 'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss',
+           'forward_flops', 'step_flops']
 
 # %% ../nbs/B2_models.ipynb #b8a0ac39
 ARCHITECTURES = ("transformer", "product")
@@ -103,120 +98,7 @@ class ModelConfig:
             raise ValueError(f"a model config reads C concepts of V values each, got values_per_concept={space.values_per_concept}: use ConceptSpace([V] * C)")
         return cls(space.n_concepts, space.values_per_concept[0], max_objects, **arch)
 
-# %% ../nbs/B2_models.ipynb #c1a0e5d2
-INPUTS_GROUP = "binding_nb.inputs"   # the entry-point group where a package declares its input kinds: name = module
-
-@runtime_checkable
-class SceneTower(Protocol):
-    """A scene tower: a module whose `forward(*scene_sets)` takes scene sets `[n_i, slots, C]` (concept values, -1 in
-    every concept of an empty slot) and returns one embedding `[n_i, d_out]` per set, each set's the same alone as
-    beside others."""
-    def __call__(self, *scene_sets: torch.Tensor) -> list[torch.Tensor]: ...
-    def parameters(self, recurse: bool = True): ...
-
-@runtime_checkable
-class QueryTower(Protocol):
-    """A query tower: a module whose `forward(*query_sets)` takes concept queries (global value indices `[n]`) and
-    object queries (values `[n, C]`), any number of sets in one pass, and returns one embedding `[n_i, d_out]` per
-    set."""
-    def __call__(self, *query_sets: torch.Tensor) -> list[torch.Tensor]: ...
-    def parameters(self, recurse: bool = True): ...
-
-@dataclass(frozen=True)
-class InputKind:
-    "What a scene tower reads: a builder of a config's (scene, query) towers, and the class of the kind's settings (None: it has none)."
-    name: str
-    towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]]
-    settings: type | None = None
-
-    def settings_of(self, given) -> object | None:
-        "The kind's settings from `given`: its settings object, a dict of settings, or None (the defaults)."
-        if self.settings is None:
-            if given: raise ValueError(f"inputs {self.name!r} take no settings, got input_settings={given!r}: leave input_settings None")
-            return None
-        if isinstance(given, self.settings): return given
-        if given is None: return self.settings()
-        if is_dataclass(given): given = asdict(given)
-        if not isinstance(given, dict): raise ValueError(f"input_settings of {self.name!r} inputs must be a dict or a {self.settings.__name__}, got {given!r}")
-        if unknown := sorted(set(given) - {f.name for f in fields(self.settings)}):
-            raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are {[f.name for f in fields(self.settings)]}")
-        return self.settings(**given)
-    def label(self, settings) -> str:
-        "The kind in a few characters, for tables and figures: its settings' `label()` if they have one, else its name."
-        return settings.label() if hasattr(settings, "label") else self.name
-    def check(self, cfg: ModelConfig) -> None:
-        "Raise a `ValueError` when the kind's towers cannot read `cfg`."
-        if hasattr(cfg.input_settings, "check"): cfg.input_settings.check(cfg)
-    def changed_settings(self, given) -> dict:
-        "The settings of `given` that differ from the kind's defaults, as a dict."
-        if self.settings is None: return {}
-        default = asdict(self.settings())
-        return {k: v for k, v in asdict(self.settings_of(given)).items() if v != default[k]}
-
-_INPUT_KINDS: dict[str, InputKind] = {}
-
-def register_inputs(name: str, towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]],
-                    settings: type | None = None) -> None:
-    """Register the input kind `name`: `towers(cfg)` builds a config's (scene tower, query tower); `settings`, a frozen
-    dataclass of its settings."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"an input kind's name must be an identifier, got {name!r}")
-    _INPUT_KINDS[name] = InputKind(name, towers, settings)
-
-def _declared_inputs() -> dict:
-    "The input kinds installed packages declare under `INPUTS_GROUP`, by name."
-    from importlib.metadata import entry_points
-    return {ep.name: ep for ep in entry_points(group=INPUTS_GROUP)}
-
-def registered_inputs() -> list[str]:
-    "Every input kind known by name: those registered in this process and those installed packages declare."
-    return sorted(set(_INPUT_KINDS) | set(_declared_inputs()))
-
-def input_kind(name: str) -> InputKind:
-    """The input kind `name`: registered, or declared by a package, whose module (which registers it) is imported the
-    first time."""
-    if name not in _INPUT_KINDS and (ep := _declared_inputs().get(name)) is not None:
-        ep.load()
-        if name not in _INPUT_KINDS:
-            raise ValueError(f"{ep.value}, declared for inputs {name!r} under {INPUTS_GROUP}, was imported but "
-                             f"registered no kind {name!r}: it must call register_inputs({name!r}, ...)")
-    if name not in _INPUT_KINDS:
-        raise ValueError(f"inputs must be one of {registered_inputs()}, got {name!r}: register another kind with "
-                         f"register_inputs, declare it under the entry-point group {INPUTS_GROUP!r}, or name the file "
-                         f"that registers it, 'path/to/kind.py:{name}'")
-    return _INPUT_KINDS[name]
-
-def _import_file(path: Path) -> None:
-    "Import the Python file `path` as a module of its own (once per file)."
-    module = f"binding_nb_inputs_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-    if module in sys.modules: return
-    spec = importlib.util.spec_from_file_location(module, path)
-    sys.modules[module] = mod = importlib.util.module_from_spec(spec)
-    try: spec.loader.exec_module(mod)
-    except BaseException: del sys.modules[module]; raise
-
-def use_inputs(spec: str) -> str:
-    """The input kind `spec` names, made ready, and its name (a config's `inputs`): a name known already
-    (`registered_inputs`), or `FILE.py:NAME` or `MODULE:NAME` for a kind of one's own, whose file or module is imported
-    first (it calls `register_inputs(NAME, ...)`)."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"inputs must name an input kind, got {spec!r}: e.g. 'tokens', or 'path/to/kind.py:name'")
-    where, _, name = spec.rpartition(":")
-    if where:
-        if where.endswith(".py"):
-            path = Path(where)
-            if not path.is_file():
-                raise FileNotFoundError(f"inputs {spec!r}: there is no file {where}; pass the path of the file that "
-                                        f"registers {name!r}")
-            _import_file(path)
-        else: importlib.import_module(where)
-        if name not in _INPUT_KINDS:
-            raise ValueError(f"inputs {spec!r}: {where} was imported but registered no kind {name!r} "
-                             f"(known: {registered_inputs()}); it must call register_inputs({name!r}, ...)")
-    input_kind(name)
-    return name
-
-register_inputs("tokens", lambda cfg: token_towers(cfg))   # token towers are defined below
+register_inputs("tokens", lambda cfg: token_towers(cfg))   # this page's input kind (App. B.2a); its towers are defined below
 
 # %% ../nbs/B2_models.ipynb #63524d1b
 @dataclass(frozen=True)
@@ -378,7 +260,6 @@ def make_towers(cfg: ModelConfig) -> tuple[nn.Module, nn.Module]:
     "The scene and query towers of `cfg`, as its input kind builds them."
     return input_kind(cfg.inputs).towers(cfg)
 
-
 # %% ../nbs/B2_models.ipynb #5f97c7b8
 class DualEncoder(nn.Module):
     "A scene tower and a query tower of the same architecture, and a learnable CLIP-style temperature."
@@ -445,47 +326,6 @@ def product_towers(cfg: ModelConfig) -> tuple[ProductTower, ProductTower]:
     scene_code = ValueCode(cfg.n_values, cfg.rank, cfg.v_mean)
     query_code = scene_code if cfg.code == "shared" else ValueCode(cfg.n_values, cfg.rank, cfg.v_mean)
     return ProductTower(scene_code, cfg.C, cfg.V, cfg.d_out), ProductTower(query_code, cfg.C, cfg.V, cfg.d_out)
-
-# %% ../nbs/B2_models.ipynb #1b4ec8ed
-def _contract_sets(cfg: ModelConfig) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """Scene sets (full scenes, and scenes of one object with the other slots empty) and query sets (concept, object)
-    of `cfg`'s space."""
-    values = torch.as_tensor(cfg.space.object_values(torch.arange(cfg.space.n_objects)))          # [|O|, C]
-    full = torch.stack([values.roll(-k, 0) for k in range(cfg.max_objects)], 1)[:5]             # [5, slots, C]
-    single = torch.cat([values[:3, None], torch.full((3, cfg.max_objects - 1, cfg.C), -1)], 1)   # [3, slots, C]
-    return (full, single), (torch.arange(min(4, cfg.n_values)), values[:6])
-
-def check_input_kind(name: str, cfg: ModelConfig | None = None) -> None:
-    """Raise a `ValueError` that says what is wrong where input kind `name`'s towers break their contract (`SceneTower`,
-    `QueryTower`), built for `cfg` (default: a small config of the kind at C = 2, V = 4, two objects a scene)."""
-    cfg = cfg or ModelConfig(2, 4, 2, d_model=16, n_layers=1, n_heads=2, d_out=8, inputs=name)
-    if cfg.inputs != name:
-        raise ValueError(f"check_input_kind({name!r}) was given a config of inputs {cfg.inputs!r}: "
-                         f"pass one of inputs={name!r}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        towers = input_kind(name).towers(cfg)
-    if not isinstance(towers, tuple) or len(towers) != 2:
-        raise ValueError(f"inputs {name!r}: towers(cfg) must return (scene tower, query tower), "
-                         f"got {type(towers).__name__}")
-    for role, tower, kind, sets in zip(("scene", "query"), towers, (SceneTower, QueryTower), _contract_sets(cfg)):
-        if not isinstance(tower, nn.Module) or not isinstance(tower, kind) or not list(tower.parameters()):
-            raise ValueError(f"inputs {name!r}: the {role} tower must be an nn.Module with parameters, "
-                             f"got {type(tower).__name__}")
-        tower.eval()
-        with torch.no_grad(): together, alone = tower(*sets), [tower(s) for s in sets]
-        if not isinstance(together, (list, tuple)) or len(together) != len(sets) or any(len(a) != 1 for a in alone):
-            raise ValueError(f"inputs {name!r}: the {role} tower must return one embedding per set, a list; "
-                             f"for {len(sets)} sets it returned {type(together).__name__} of {len(together)}")
-        for s, e, a in zip(sets, together, alone):
-            if tuple(e.shape) != (len(s), cfg.d_out):
-                raise ValueError(f"inputs {name!r}: the {role} tower embedded a set of {len(s)} as {tuple(e.shape)}, "
-                                 f"not [{len(s)}, d_out={cfg.d_out}]")
-            if not torch.isfinite(e).all():
-                raise ValueError(f"inputs {name!r}: the {role} tower returned values that are not finite")
-            if not torch.allclose(e, a[0], atol=1e-5):
-                raise ValueError(f"inputs {name!r}: the {role} tower embeds a set differently beside another set "
-                                 f"than alone: a set's embeddings must depend on that set only")
 
 # %% ../nbs/B2_models.ipynb #156dd335
 def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = False) -> torch.Tensor:

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .models import ModelConfig, Packed, Tower, TransformerBody, query_tower, register_inputs, sinusoidal_positions
+from .inputs import register_inputs
+from .models import ModelConfig, Packed, Tower, TransformerBody, query_tower, sinusoidal_positions
 from .geometry import SceneTable
 from .scenes import ConceptSpace
 from .tokens import fit_slots

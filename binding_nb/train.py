@@ -17,7 +17,8 @@ from tqdm import tqdm
 
 from .in_batch import in_batch_recognition
 from .loop import add_slow_gradients, TrainingDiverged, TrainState, warmup_linear_decay
-from .models import DualEncoder, input_kind, ModelConfig
+from .inputs import input_kind
+from .models import DualEncoder, ModelConfig
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                CoverageSplit, coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
                                scene_sizes)

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from binding_nb.models import ModelConfig, query_tower, register_inputs
+from binding_nb.inputs import register_inputs
+from binding_nb.models import ModelConfig, query_tower
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # the library of
 from binding_nb.coverage import COVERAGE_RESULTS
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
-from binding_nb.models import input_kind, Tower
+from binding_nb.inputs import input_kind
+from binding_nb.models import Tower
 from binding_nb.pixels import PixelConfig
 from binding_nb.checkpoints import load_model
 from binding_nb.train import new_model, RunConfig

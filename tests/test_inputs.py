@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb.models import ARCHITECTURES, INPUTS_GROUP, ModelConfig, check_input_kind, registered_inputs, use_inputs
+from binding_nb.inputs import INPUTS_GROUP, check_input_kind, registered_inputs, use_inputs
+from binding_nb.models import ARCHITECTURES, ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "deep_sets_inputs.py"
@@ -16,7 +17,7 @@ torch.set_num_threads(1)
 
 def test_the_pixel_kind_is_found_through_its_entry_point():
     "In a fresh interpreter nothing has imported the pixel module; naming the kind imports it through the entry point this package declares."
-    script = ("import sys; from importlib.metadata import entry_points; from binding_nb.models import input_kind, _INPUT_KINDS\n"
+    script = ("import sys; from importlib.metadata import entry_points; from binding_nb.inputs import input_kind, _INPUT_KINDS\n"
               f"assert 'binding_nb.pixels' not in sys.modules and 'pixels' not in _INPUT_KINDS\n"
               f"assert {{e.name: e.value for e in entry_points(group={INPUTS_GROUP!r})}}.get('pixels') == 'binding_nb.pixels'\n"
               "print(input_kind('pixels').settings.__name__, 'binding_nb.pixels' in sys.modules)")

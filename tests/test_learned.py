@@ -212,13 +212,12 @@ def test_binding_study_refuses_bad_input_before_training(monkeypatch):
 def test_every_input_kind_names_itself_in_the_tables(monkeypatch):
     "architecture_name asks the input kind for its label: 07's pixels give their level, a kind registered from outside its name (it used to assume a level, and crashed 06 after its fits)."
     import dataclasses
-    from binding_nb import models
+    from binding_nb import inputs
     from binding_nb.learned import architecture_name
-    import binding_nb.pixels  # noqa: F401  (registers the pixel kind)
     @dataclasses.dataclass(frozen=True)
     class Mine:
         width: int = 3
-    monkeypatch.setitem(models._INPUT_KINDS, "mine", models.InputKind("mine", models.input_kind("tokens").towers, Mine))
+    monkeypatch.setitem(inputs._INPUT_KINDS, "mine", inputs.InputKind("mine", inputs.input_kind("tokens").towers, Mine))
     cfg = RunConfig(C=2, V=6)
     assert architecture_name(cfg) == "transformer"
     assert architecture_name(dataclasses.replace(cfg, inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
