@@ -30,7 +30,8 @@ __all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'PROBE_SOLVER', 'ONE_ADAM_START', 'o
 
 # %% ../nbs/04a_approximators.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
-    "The concatenated one-hot concept indices `[n, m * sum V_k]` of scenes `values[n, m, C]` (slot by slot, concept by concept)."
+    """The concatenated one-hot concept indices `[n, m * sum V_k]` of scenes `values[n, m, C]` (slot by slot, concept by
+    concept)."""
     values = np.asarray(check_scenes(space, np.asarray(values)))
     n, m, _ = values.shape
     cols = np.asarray(space.value_index(values)) + space.n_values * np.arange(m)[:, None]   # [n, m, C]
@@ -38,22 +39,26 @@ def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
 
 # %% ../nbs/04a_approximators.ipynb #b5aeab96
 def chain_product(x: torch.Tensor, dim: int) -> torch.Tensor:
-    "The product of `x` along `dim` as a chain of multiplications: `x.prod(dim)`'s numbers, with a backward about three times cheaper."
+    """The product of `x` along `dim` as a chain of multiplications: `x.prod(dim)`'s numbers, with a backward about
+    three times cheaper."""
     return functools.reduce(operator.mul, x.unbind(dim))
 
 class _ConceptInput(nn.Module):
-    "Turns concept values `[n, m, C]` into global value indices `[n, m, C]` (per-concept offsets), for embedding tables."
+    """Turns concept values `[n, m, C]` into global value indices `[n, m, C]` (per-concept offsets), for embedding
+    tables."""
     def __init__(self, values_per_concept: Sequence[int], n_slots: int):
         super().__init__()
         self.values_per_concept, self.n_slots, self.n_values = tuple(values_per_concept), int(n_slots), int(sum(values_per_concept))
-        self.register_buffer("offsets", torch.tensor(np.cumsum((0,) + self.values_per_concept[:-1]), dtype=torch.long), persistent=False)
+        self.register_buffer("offsets", torch.tensor(np.cumsum((0,) + self.values_per_concept[:-1]), dtype=torch.long),
+                             persistent=False)
 
     def index(self, values: torch.Tensor, per_slot: bool = False) -> torch.Tensor:
         idx = values.long() + self.offsets
         return idx + self.n_values * torch.arange(values.shape[1], device=values.device)[:, None] if per_slot else idx
 
 class BindingMLP(_ConceptInput):
-    "A ReLU MLP on the concatenated one-hot concept indices of the slots (the first layer as a table lookup), `depth` hidden layers of `width`."
+    """A ReLU MLP on the concatenated one-hot concept indices of the slots (the first layer as a table lookup), `depth`
+    hidden layers of `width`."""
     def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, width: int = 256, depth: int = 1):
         super().__init__(values_per_concept, n_slots)
         self.first = nn.EmbeddingBag(n_slots * self.n_values, width, mode="sum")
@@ -63,7 +68,8 @@ class BindingMLP(_ConceptInput):
         self.head = nn.Linear(width, dim)
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
-        idx = self.index(values, per_slot=True).flatten(1)                     # [n, m*C]: the one-hot columns that are 1
+        # [n, m*C]: the one-hot columns that are 1
+        idx = self.index(values, per_slot=True).flatten(1)
         return self.head(self.rest(torch.relu(self.first(idx) + self.bias)))
 
 # %% ../nbs/04a_approximators.ipynb #f0b944b9
@@ -71,17 +77,20 @@ PRODUCTS = ("per_object", "global")
 
 @dataclass(frozen=True)
 class Form:
-    "A functional form of App. D.7: a product block (none: the additive form) beside the sum block or without it, from tables per (slot, concept) or shared by the slots."
+    """A functional form of App. D.7: a product block (none: the additive form) beside the sum block or without it, from
+    tables per (slot, concept) or shared by the slots."""
     product: str | None = None     # None, 'per_object' (sum_i prod_k v) or 'global' (prod_i prod_k v)
     sum_block: bool = True         # the sum block sum_i sum_k u, concatenated beside the product block
     shared: bool = False           # one table per concept for every slot (v^(i) = v, u^(i) = u)
 
     def __post_init__(self):
-        if self.product not in (None, *PRODUCTS): raise ValueError(f"product must be None or one of {PRODUCTS}, got {self.product!r}")
-        if self.product is None and not self.sum_block: raise ValueError("a form needs a product block, a sum block or both")
+        if self.product not in (None, *PRODUCTS):
+            raise ValueError(f"product must be None or one of {PRODUCTS}, got {self.product!r}")
+        if self.product is None and not self.sum_block:
+            raise ValueError("a form needs a product block, a sum block or both")
         if self.product == "global" and self.shared:
-            raise ValueError("a global product with tables shared by the slots is unchanged when two objects swap a concept, "
-                             "so it cannot bind: use tables per slot (shared=False)")
+            raise ValueError("a global product with tables shared by the slots is unchanged when two objects swap a "
+                             "concept, so it cannot bind: use tables per slot (shared=False)")
 
     @property
     def name(self) -> str:
@@ -97,35 +106,42 @@ class Form:
         blocks = [b for b in (product, f"sum_i sum_k u{t}" if self.sum_block else None) if b]
         return f"[{' ; '.join(blocks)}], tables " + ("shared by the slots" if self.shared else "per (slot, concept)")
 
-def _valid(product, sum_block, shared) -> bool: return (product is not None or sum_block) and not (product == "global" and shared)
+def _valid(product, sum_block,
+           shared) -> bool: return (product is not None or sum_block) and not (product == "global" and shared)
 
 FORMS = {f.name: f for f in (Form(p, s, sh) for p in (None, *PRODUCTS) for sh in (False, True) for s in (True, False) if _valid(p, s, sh))}
 
 # %% ../nbs/04a_approximators.ipynb #d3b8ee6c
 class FormProbe(_ConceptInput):
-    "A form probe: the blocks of `form` from tables of width `rank` drawn from N(`init_mean`, `init`^2) (the sum block's from N(0, `init`^2)), then a linear head to the embedding."
-    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64, form: Form = Form("global"),
+    """A form probe: the blocks of `form` from tables of width `rank` drawn from N(`init_mean`, `init`^2) (the sum
+    block's from N(0, `init`^2)), then a linear head to the embedding."""
+    def __init__(self, values_per_concept: Sequence[int], n_slots: int, dim: int, rank: int = 64,
+                 form: Form = Form("global"),
                  init: float = 1.0, init_mean: float = 0.0):
         super().__init__(values_per_concept, n_slots)
         self.form, self.rank, rows = form, int(rank), self.n_values * (1 if form.shared else n_slots)
         self.u = nn.Parameter(init * torch.randn(rows, rank)) if form.sum_block else None
         self.v = nn.Parameter(init_mean + init * torch.randn(rows, rank)) if form.product else None
         self.head = nn.Linear(rank * (form.sum_block + (form.product is not None)), dim)
-        strides = np.cumprod((1,) + self.values_per_concept[:0:-1])[::-1].copy()         # object id = sum_k c_k * stride_k
+        # object id = sum_k c_k * stride_k
+        strides = np.cumprod((1,) + self.values_per_concept[:0:-1])[::-1].copy()
         self.register_buffer("strides", torch.tensor(strides, dtype=torch.long), persistent=False)
 
     def features(self, values: torch.Tensor) -> torch.Tensor:
         "The blocks the head reads, `[n, rank]` or `[n, 2 rank]`: the product block, then the sum block."
         idx, blocks = self.index(values, per_slot=not self.form.shared), []
         if self.form.product:
-            objects = chain_product(F.embedding(idx, self.v), 2)                           # [n, m, r]: prod_k v per slot
+            # [n, m, r]: prod_k v per slot
+            objects = chain_product(F.embedding(idx, self.v), 2)
             blocks.append(objects.sum(1) if self.form.product == "per_object" else chain_product(objects, 1))
         if self.form.sum_block: blocks.append(F.embedding(idx, self.u).sum((1, 2)))
         return torch.cat(blocks, 1)
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
-        "`head(features(values))`, with every block but the global product formed once per distinct (slot, object): the head is linear."
-        rows, where = self.distinct_objects(values)                       # table rows [K, C] of the distinct (slot, object)s; [n, m]: which one
+        """`head(features(values))`, with every block but the global product formed once per distinct (slot, object):
+        the head is linear."""
+        # table rows [K, C] of the distinct (slot, object)s; [n, m]: which one
+        rows, where = self.distinct_objects(values)
         W, r = self.head.weight, self.rank
         per_object = 0
         if self.form.sum_block: per_object = F.embedding(rows, self.u).sum(1) @ W[:, -r:].T        # [K, d]
@@ -133,14 +149,17 @@ class FormProbe(_ConceptInput):
         if self.form.product == "per_object": per_object = per_object + products @ W[:, :r].T
         slots = range(where.shape[1])
         out = self.head.bias + (sum(per_object[where[:, i]] for i in slots) if torch.is_tensor(per_object) else 0)
-        if self.form.product == "global": out = out + functools.reduce(operator.mul, (products[where[:, i]] for i in slots)) @ W[:, :r].T
+        if self.form.product == "global":
+            out = out + functools.reduce(operator.mul, (products[where[:, i]] for i in slots)) @ W[:, :r].T
         return out
 
     def distinct_objects(self, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "The table rows `[K, C]` of the distinct objects (per slot, unless shared) in `values[n, m, C]`, and which of them each slot holds `[n, m]`."
+        """The table rows `[K, C]` of the distinct objects (per slot, unless shared) in `values[n, m, C]`, and which of
+        them each slot holds `[n, m]`."""
         idx = self.index(values, per_slot=not self.form.shared)
         key = (values.long() * self.strides).sum(2)
-        if not self.form.shared: key = key + int(np.prod(self.values_per_concept)) * torch.arange(values.shape[1], device=values.device)
+        if not self.form.shared:
+            key = key + int(np.prod(self.values_per_concept)) * torch.arange(values.shape[1], device=values.device)
         keys, where = torch.unique(key, return_inverse=True)
         rows = idx.new_empty(len(keys), idx.shape[2])
         rows[where.flatten()] = idx.flatten(0, 1)                                         # repeats write the same rows
@@ -156,7 +175,8 @@ class Approximator:
     dim: int                       # embedding dimension
     best_step: int = 0             # the checkpoint kept (torch families: the step of the lowest validation loss)
     val_loss: float = float("nan")
-    monitored: list = field(default_factory=list)   # a monitor's numbers at each validation step (`fit_approximator`'s `monitor`)
+    # a monitor's numbers at each validation step (`fit_approximator`'s `monitor`)
+    monitored: list = field(default_factory=list)
     start: int = 0                 # the start kept: -1 the moment start, i >= 0 the random start of seed + i
     finish_step: int = 0           # the L-BFGS iteration kept (0: none, or the start itself)
     slots: int | None = None       # objects per scene it was fitted on (None: not recorded)
@@ -170,15 +190,19 @@ class Approximator:
         if isinstance(self.model, nn.Module):
             dev = next(self.model.parameters()).device
             with torch.inference_mode():
-                return np.concatenate([self.model(torch.as_tensor(values[a:a + chunk], device=dev)).float().cpu().numpy()
+                return np.concatenate([self.model(torch.as_tensor(values[a:a + chunk],
+                                                                  device=dev)).float().cpu().numpy()
                                        for a in range(0, len(values), chunk)] or [np.zeros((0, self.dim), np.float32)])
         return np.asarray(self.model.predict(one_hot_scenes(self.space, values)), np.float32).reshape(len(values), -1)
 
 # %% ../nbs/04a_approximators.ipynb #491121d2
-def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, lr: float = 1e-3,
+def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor,
+                lr: float = 1e-3,
                 steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, seed: int = 0,
                 monitor: Callable[[], dict] | None = None) -> tuple[nn.Module, int, float, list[dict]]:
-    "Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop; the weights of lowest validation MSE, its step and loss, and what `monitor` logged at each validation (never used to select)."
+    """Adam on the MSE of `model(X)` to `Y` (batches of `batch_size`, all rows when fewer or None) through §5.2's loop;
+    the weights of lowest validation MSE, its step and loss, and what `monitor` logged at each validation (never used to
+    select)."""
     g, full = make_generator(seed, X.device), batch_size is None or batch_size >= len(X)
     def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
         if full: return X, Y
@@ -191,7 +215,8 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
         if not np.isfinite(val): raise TrainingDiverged(state.step, val)
         return dict(mse=val)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    fit(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate, eval_every,
+    fit(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate,
+        eval_every,
                   save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
     model.load_state_dict(state.best_model)
     logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")} for h in state.history] if monitor else []
@@ -199,23 +224,29 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
 
 # %% ../nbs/04a_approximators.ipynb #806d78ad
 class Standardised(nn.Module):
-    "`inner(x) * scale + loc`, per dimension: a regressor that learns each embedding dimension centred and scaled to unit variance."
+    """`inner(x) * scale + loc`, per dimension: a regressor that learns each embedding dimension centred and scaled to
+    unit variance."""
     def __init__(self, inner: nn.Module, Y: torch.Tensor):
         super().__init__()
         self.inner, std = inner, Y.std(0, correction=0)
         self.register_buffer("loc", Y.mean(0))
-        floor = DEAD_DIMENSION * std.max()                  # the probes' floor: a dimension they amplify is fitted as closely
-        self.register_buffer("scale", std.clamp_min(floor) if floor > 0 else torch.ones_like(std))   # one scene: nothing to scale
+        # the probes' floor: a dimension they amplify is fitted as closely
+        floor = DEAD_DIMENSION * std.max()
+        # one scene: nothing to scale
+        self.register_buffer("scale", std.clamp_min(floor) if floor > 0 else torch.ones_like(std))
     def standardise(self, Y: torch.Tensor) -> torch.Tensor: return (Y - self.loc) / self.scale
     def forward(self, x: torch.Tensor) -> torch.Tensor: return self.inner(x) * self.scale + self.loc
 
 # %% ../nbs/04a_approximators.ipynb #123c32a8
 @dataclass(frozen=True)
 class Family:
-    "One approximator family: how to build it, what `capacity` means for it, whether it takes a learning rate, and its form if it is a form probe."
+    """One approximator family: how to build it, what `capacity` means for it, whether it takes a learning rate, and its
+    form if it is a form probe."""
     name: str
     kind: str                      # 'torch' (trained by `train_torch`) or 'tree' (a scikit-learn style regressor)
-    make: Callable                 # torch: (values_per_concept, n_slots, dim, capacity, init, init_mean) -> nn.Module; tree: (capacity, lr, seed) -> regressor
+    # torch: (values_per_concept, n_slots, dim, capacity, init, init_mean) -> nn.Module; tree: (capacity, lr, seed) ->
+    # regressor
+    make: Callable
     capacity: str                  # what the capacity is: hidden width, rank, maximum depth
     uses_lr: bool = True
     form: Form | None = None       # a form probe's form (App. D.7); None for the other families
@@ -223,19 +254,23 @@ class Family:
 # %% ../nbs/04a_approximators.ipynb #c45e8116
 def _xgboost(capacity: int, lr: float, seed: int):
     import xgboost
-    return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist", n_jobs=1, random_state=seed,
+    return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist", n_jobs=1,
+                                random_state=seed,
                                 multi_strategy="multi_output_tree", grow_policy="lossguide" if capacity == 0 else "depthwise")
 
 def _forest(capacity: int, lr: float, seed: int):
     from sklearn.ensemble import RandomForestRegressor
-    return RandomForestRegressor(n_estimators=100, max_depth=capacity or None, max_features="sqrt", random_state=seed, n_jobs=1)
+    return RandomForestRegressor(n_estimators=100, max_depth=capacity or None, max_features="sqrt", random_state=seed,
+                                 n_jobs=1)
 
 def _form_family(form: Form) -> Family:
-    return Family(form.name, "torch", lambda vpc, m, d, r, init, mean: FormProbe(vpc, m, d, r, form, init, mean), "rank", form=form)
+    return Family(form.name, "torch", lambda vpc, m, d, r, init, mean: FormProbe(vpc, m, d, r, form, init, mean),
+                  "rank", form=form)
 
 FAMILIES = {f.name: f for f in [
     Family("mlp", "torch", lambda vpc, m, d, w, *_: BindingMLP(vpc, m, d, w, depth=1), "hidden width"),
-    Family("mlp_deep", "torch", lambda vpc, m, d, w, *_: BindingMLP(vpc, m, d, w, depth=3), "hidden width (3 hidden layers)"),
+    Family("mlp_deep", "torch", lambda vpc, m, d, w, *_: BindingMLP(vpc, m, d, w, depth=3), "hidden width (3 hidden "
+                                                                                            "layers)"),
     *[_form_family(form) for form in FORMS.values()],
     Family("xgboost", "tree", _xgboost, "max depth, 0 for none (200 boosting rounds)"),
     Family("forest", "tree", _forest, "max depth, 0 for none (100 trees, sqrt(p) features per split)", uses_lr=False),
@@ -262,28 +297,37 @@ def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Se
     factors near one it holds each slot's sum as well, so the same count bounds it.)"""
     form = family(name).form
     if form is None: return False
-    D, n, d = free_directions(form, capacity, values_per_concept), whole_number(fit_objects, "fit_objects", low=0), whole_number(dim, "dim", low=1)
+    D, n, d = free_directions(form, capacity, values_per_concept), whole_number(fit_objects, "fit_objects",
+                                                                                low=0), whole_number(dim, "dim", low=1)
     return D >= n or (form.product is not None and capacity * (sum(values_per_concept) - len(values_per_concept)) >= d * (n - D))
 
 
 # %% ../nbs/04a_approximators.ipynb #68daef90
-PROBE_SOLVER = dict(starts=1, moment=True, finish=200)   # a form probe, unless told otherwise (ours): the moment start and one random start, each finished
-ONE_ADAM_START = dict(starts=1, moment=False, finish=0)  # every other family (a tree: fitted once), and the paper's fit of every probe
+# a form probe, unless told otherwise (ours): the moment start and one random start, each finished
+PROBE_SOLVER = dict(starts=1, moment=True, finish=200)
+# every other family (a tree: fitted once), and the paper's fit of every probe
+ONE_ADAM_START = dict(starts=1, moment=False, finish=0)
 
-def solver_settings(name: str, starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> dict:
+def solver_settings(name: str, starts: int | None = None, moment: bool | None = None,
+                    finish: int | None = None) -> dict:
     """How family `name` is fitted: `starts`, `moment` and `finish` as given, checked, and where not given (None) its
     default: `PROBE_SOLVER` for a form probe, `ONE_ADAM_START` for any other family."""
     fam = family(name)
     given = {k: v for k, v in dict(starts=starts, moment=moment, finish=finish).items() if v is not None}
     s = {**(PROBE_SOLVER if fam.form is not None else ONE_ADAM_START), **given}
-    if not isinstance(s["moment"], (bool, np.bool_)): raise ValueError(f"moment must be True or False, got {s['moment']!r}")
-    if s["moment"] and fam.form is None: raise ValueError(f"a moment start is a form probe's; {name} has no form: drop moment")
-    s = dict(starts=whole_number(s["starts"], "starts", low=0 if s["moment"] else 1), moment=bool(s["moment"]), finish=whole_number(s["finish"], "finish", low=0))
-    if fam.kind == "tree" and s != ONE_ADAM_START: raise ValueError(f"{name} is fitted once, not from starts: drop starts, moment and finish")
+    if not isinstance(s["moment"], (bool, np.bool_)):
+        raise ValueError(f"moment must be True or False, got {s['moment']!r}")
+    if s["moment"] and fam.form is None:
+        raise ValueError(f"a moment start is a form probe's; {name} has no form: drop moment")
+    s = dict(starts=whole_number(s["starts"], "starts", low=0 if s["moment"] else 1), moment=bool(s["moment"]),
+             finish=whole_number(s["finish"], "finish", low=0))
+    if fam.kind == "tree" and s != ONE_ADAM_START:
+        raise ValueError(f"{name} is fitted once, not from starts: drop starts, moment and finish")
     return s
 
 # %% ../nbs/04a_approximators.ipynb #291b9aa5
-def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor, capacity: int,
+def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor,
+               capacity: int,
                lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float, init_mean: float, start: int,
                finish: int, monitor: Callable | None) -> tuple[nn.Module, float, int, int, list[dict]]:
     """One start of a torch family: random (`start` >= 0, seed `seed + start`, Adam for `steps`) or the moment start
@@ -292,7 +336,8 @@ def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tenso
     # seeded initial weights; the global generator is left alone
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + max(start, 0))
-        model = Standardised(fam.make(space.values_per_concept, X.shape[1], Y.shape[1], capacity, init, init_mean), Y).to(X.device)
+        model = Standardised(fam.make(space.values_per_concept, X.shape[1], Y.shape[1], capacity, init, init_mean),
+                             Y).to(X.device)
     # the weights of now
     watch = None if monitor is None else lambda: monitor(Approximator(fam.name, model, space, Y.shape[1]).predict)
     Ys, Yvs, step, kept = model.standardise(Y), model.standardise(Yv), 0, 0
@@ -302,14 +347,17 @@ def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tenso
         with torch.no_grad(): loss = float(((model.inner(Xv) - Yvs.double()) ** 2).mean())
         logged = [dict(step=0, **watch())] if watch else []
     else:
-        _, step, loss, logged = train_torch(model.inner, X, Ys, Xv, Yvs, lr, steps, batch_size, eval_every, seed + start, watch)
+        _, step, loss, logged = train_torch(model.inner, X, Ys, Xv, Yvs, lr, steps, batch_size, eval_every,
+                                            seed + start, watch)
     if finish:
         model = model.double()
         kept, loss, more = finish_lbfgs(model.inner, X, Ys.double(), Xv, Yvs.double(), finish, eval_every, watch)
-        logged += [dict(m, step=m["step"] + steps * (start >= 0)) for m in more[1:]]   # L-BFGS iterations counted after Adam's steps
+        # L-BFGS iterations counted after Adam's steps
+        logged += [dict(m, step=m["step"] + steps * (start >= 0)) for m in more[1:]]
     return model.eval(), loss, step, kept, [dict(m, start=start) for m in logged]
 
-def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray, X_val: np.ndarray, Y_val: np.ndarray,
+def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray,
+                     X_val: np.ndarray, Y_val: np.ndarray,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
         seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
         monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None,
@@ -328,14 +376,18 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
     eval_every = whole_number(eval_every, "eval_every", low=1)
     if batch_size is not None: batch_size = whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
     X_train, X_val = (np.asarray(check_scenes(space, np.asarray(x))) for x in (X_train, X_val))
-    if (X_train < 0).any() or (X_val < 0).any(): raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer objects")
+    if (X_train < 0).any() or (X_val < 0).any():
+        raise ValueError("approximators take scenes whose slots are all filled (no -1): drop the scenes with fewer "
+                         "objects")
     Y_train, Y_val = np.asarray(Y_train, np.float32), np.asarray(Y_val, np.float32)
     for x, y, what in ((X_train, Y_train, "train"), (X_val, Y_val, "val")):
         if y.ndim != 2 or len(y) != len(x) or len(x) == 0:
-            raise ValueError(f"{what}: need one embedding row per scene and at least one scene, got X {x.shape} and Y {y.shape}")
+            raise ValueError(f"{what}: need one embedding row per scene and at least one scene, got X {x.shape} and Y "
+                             f"{y.shape}")
         if not np.isfinite(y).all():
-            raise ValueError(f"{what}: embedding row {int(np.flatnonzero(~np.isfinite(y).all(1))[0])} holds NaN or inf (or a value beyond "
-                             f"float32); approximators are fitted to finite embeddings: drop or fix such rows")
+            raise ValueError(f"{what}: embedding row {int(np.flatnonzero(~np.isfinite(y).all(1))[0])} holds NaN or inf "
+                             f"(or a value beyond float32); approximators are fitted to finite embeddings: drop or fix "
+                             f"such rows")
     if fam.kind == "tree":
         model = fam.make(capacity, lr, seed).fit(one_hot_scenes(space, X_train), Y_train)
         app = Approximator(fam.name, model, space, Y_train.shape[1], slots=X_train.shape[1])
@@ -346,7 +398,8 @@ def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray,
     data = [torch.as_tensor(a, device=dev) for a in (X_train, Y_train, X_val, Y_val)]
     steps, best, logged, diverged = whole_number(steps, "steps", low=1), None, [], None
     for start in [-1] * moment + list(range(starts)):
-        try: model, loss, step, kept, seen = _one_start(fam, space, *data, capacity, lr, steps, batch_size, eval_every, seed, init, init_mean,
+        try: model, loss, step, kept, seen = _one_start(fam, space, *data, capacity, lr, steps, batch_size, eval_every,
+                                                        seed, init, init_mean,
                                                         start, finish, monitor)
         except TrainingDiverged as e: diverged = e; continue          # another start may converge
         logged += seen
@@ -364,18 +417,23 @@ def unprobed(rows: np.ndarray, probes: Probes) -> np.ndarray:
     return rest if len(rest) else np.asarray(rows)
 
 def score_approximator(app: Approximator, table: SceneTable, rows: np.ndarray, probes: Probes) -> dict:
-    "Held-out measures of `app` on the scenes `rows` the probes were not fitted on: the probes' concept and object recognition on its predictions (and in-batch, where the probes score it), and its R^2."
+    """Held-out measures of `app` on the scenes `rows` the probes were not fitted on: the probes' concept and object
+    recognition on its predictions (and in-batch, where the probes score it), and its R^2."""
     rows = unprobed(rows, probes)
     pred = app.predict(table.values[rows])
     acc = probes.accuracy(pred, table.values[rows])
-    return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred), **_in_batch(acc))
+    return dict(concept_acc=acc["concept"], object_acc=acc["object"], r2=r2_score(table.emb[rows], pred),
+                **_in_batch(acc))
 
 def _in_batch(acc: dict) -> dict:
-    "The in-batch recognition among a probe's accuracies (App. B.6; a model's query probes score it), without the baseline."
+    """The in-batch recognition among a probe's accuracies (App. B.6; a model's query probes score it), without the
+    baseline."""
     return {k: x for k, x in acc.items() if k.endswith("_in_batch") and not k.startswith("bag")}
 
 def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> dict[str, float]:
-    "What the scenes `rows` allow: the probes on the real embeddings of those they were not fitted on (the ceiling, on the scenes `score_approximator` reads), and the bag-of-concepts baseline (in-batch too, where the probes score it)."
+    """What the scenes `rows` allow: the probes on the real embeddings of those they were not fitted on (the ceiling, on
+    the scenes `score_approximator` reads), and the bag-of-concepts baseline (in-batch too, where the probes score it).
+    """
     rest = unprobed(rows, probes)
     acc = probes.accuracy(table.emb[rest], table.values[rest])
     return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
@@ -384,25 +442,31 @@ def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> d
                 **({"bag_of_concepts_acc_in_batch": acc["bag_of_concepts_acc_in_batch"]} if "bag_of_concepts_acc_in_batch" in acc else {}))
 
 # %% ../nbs/04a_approximators.ipynb #c0a7e1d2
-def form_encoder(space: ConceptSpace, n_slots: int, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> FormProbe:
+def form_encoder(space: ConceptSpace, n_slots: int, form: Form | str, rank: int = 32, dim: int = 128,
+                 seed: int = 0) -> FormProbe:
     """A random encoder of exactly `form` (a `Form` or a probe family's name) over `n_slots` slots: tables N(0, 1) of
     width `rank`, a head N(0, 1/width) without bias, drawn from numpy's generator so that no probe starts where the
     encoder is."""
     if isinstance(form, str):
         form = family(form).form
         if form is None: raise ValueError(f"not a form probe: use one of {list(FORMS)}")
-    encoder = FormProbe(space.values_per_concept, n_slots, whole_number(dim, "dim", low=1), whole_number(rank, "rank", low=1), form)
-    rng = np.random.default_rng(whole_number(seed, "seed", low=0))      # numpy's generator: never the stream a probe starts from
+    encoder = FormProbe(space.values_per_concept, n_slots, whole_number(dim, "dim", low=1),
+                        whole_number(rank, "rank", low=1), form)
+    # numpy's generator: never the stream a probe starts from
+    rng = np.random.default_rng(whole_number(seed, "seed", low=0))
     with torch.no_grad():
         for p in encoder.parameters(): p.copy_(torch.as_tensor(rng.standard_normal(tuple(p.shape), dtype=np.float32)))
         encoder.head.weight.mul_(encoder.head.in_features ** -0.5); encoder.head.bias.zero_()
     return encoder.eval()
 
-def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0) -> np.ndarray:
+def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, rank: int = 32, dim: int = 128,
+                    seed: int = 0) -> np.ndarray:
     "Embeddings `[n, dim]` of the two-or-more-object `scenes[n, m, C]` by the random encoder `form_encoder` draws."
     scenes = np.asarray(check_scenes(space, np.asarray(scenes)))
-    if (scenes < 0).any(): raise ValueError("form_embeddings needs scenes whose slots are all filled (no -1): a form has a table per slot")
-    with torch.no_grad(): return form_encoder(space, scenes.shape[1], form, rank, dim, seed)(torch.as_tensor(scenes)).numpy()
+    if (scenes < 0).any():
+        raise ValueError("form_embeddings needs scenes whose slots are all filled (no -1): a form has a table per slot")
+    with torch.no_grad():
+        return form_encoder(space, scenes.shape[1], form, rank, dim, seed)(torch.as_tensor(scenes)).numpy()
 
 # %% ../nbs/04a_approximators.ipynb #37f9206a
 def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0,
@@ -416,5 +480,6 @@ def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int
         blocks = ([chain_product(F.embedding(idx, encoder.v), 2)] if encoder.form.product else []) + \
                  ([F.embedding(idx, encoder.u).sum(2)] if encoder.form.sum_block else [])
         obj = (torch.cat(blocks, 2).mean(1) @ encoder.head.weight.T).numpy()
-    member = membership(np.asarray(space.value_index(objects.numpy())), space.n_values, dtype=np.float32)   # [|O|, sum V_k]
+    # [|O|, sum V_k]
+    member = membership(np.asarray(space.value_index(objects.numpy())), space.n_values, dtype=np.float32)
     return (member.T @ obj) / member.sum(0)[:, None], obj

@@ -30,7 +30,8 @@ def _item_parts(x) -> Iterator[bytes]:
     "The bytes that stand for one item in a fingerprint: a type and length header, then the content."
     if isinstance(x, str): b = x.encode(); yield b"s%d:" % len(b); yield b
     elif isinstance(x, Image.Image): b = x.tobytes(); yield f"i{x.mode}{x.size}{len(b)}:".encode(); yield b
-    else: raise ValueError(f"cannot fingerprint an item of type {type(x).__name__}; items must be PIL images or strings")
+    else:
+        raise ValueError(f"cannot fingerprint an item of type {type(x).__name__}; items must be PIL images or strings")
 
 def items_fingerprint(items: Sequence) -> str:
     "SHA-256 of a list of strings or PIL images (mode, size and pixels), to key the cache of a plain list."
@@ -45,9 +46,11 @@ def _items_of(data) -> Sequence:
     return items
 
 def data_fingerprint(data, items: Sequence | None = None) -> str:
-    "What the embeddings of `data` depend on: a hash of its items as they are now, `dataset:<name>:<hash>` for a dataset."
+    """What the embeddings of `data` depend on: a hash of its items as they are now, `dataset:<name>:<hash>` for a
+    dataset."""
     items = _items_of(data) if items is None else items
-    stat = getattr(items, "stat_fingerprint", None)           # a lazy sequence of files: by the files, not by reading them all
+    # a lazy sequence of files: by the files, not by reading them all
+    stat = getattr(items, "stat_fingerprint", None)
     fp = fingerprint(stat(), getattr(items, "size", None)) if callable(stat) else items_fingerprint(items)
     return f"dataset:{getattr(data, 'name', '?')}:{fp}" if hasattr(data, "items") and not isinstance(data, dict) else fp
 
@@ -57,7 +60,8 @@ CACHE_FORMAT = 1  # bump when the cache file layout changes
 def cache_key(encoder,                   # an `Encoder` (02): its `identity()` is hashed
               data_fp: str, n: int, modality: str | None = None) -> tuple[str, dict]:
     "The cache key (hex SHA-256) of embedding `n` items with fingerprint `data_fp`, and the fields it hashes."
-    fields = dict(encoder.identity(), modality=modality or encoder.modality, data=data_fp, n=int(n), format=CACHE_FORMAT)
+    fields = dict(encoder.identity(), modality=modality or encoder.modality, data=data_fp, n=int(n),
+                  format=CACHE_FORMAT)
     return fingerprint(fields, length=None), fields
 
 # %% ../nbs/02a_cache.ipynb #bc6ff8fd
@@ -94,12 +98,15 @@ _CACHE_ADVICE = "pass a folder you can write to, or None for no cache"
 def check_cache_dir(cache_dir: str | os.PathLike,
                     write: bool = False,   # also require that a file can be written in an existing folder
                     ) -> Path:
-    "The folder `cache_dir`: an existing folder that can be read, or one created now (so writable); `write=True` requires a write."
+    """The folder `cache_dir`: an existing folder that can be read, or one created now (so writable); `write=True`
+    requires a write."""
     folder = _cache_folder(cache_dir)
-    if write or not folder.is_dir(): return writable_folder(folder, "cache_dir", _CACHE_ADVICE)   # a file in the way, or cannot be made
+    # a file in the way, or cannot be made
+    if write or not folder.is_dir(): return writable_folder(folder, "cache_dir", _CACHE_ADVICE)
     try: os.scandir(folder).close()
     except OSError as e:
-        raise PermissionError(f"cache_dir {folder} cannot be read ({e.strerror or e}): pass a folder you can read, or None for no cache") from e
+        raise PermissionError(f"cache_dir {folder} cannot be read ({e.strerror or e}): pass a folder you can read, or "
+                              f"None for no cache") from e
     return folder
 
 # %% ../nbs/02a_cache.ipynb #48d3c2a8
@@ -107,20 +114,22 @@ def _array_digest(arr: np.ndarray) -> str: return fingerprint(arr, length=None)
 
 def write_cache(path: Path, embeddings: np.ndarray, key: str, fields: dict) -> None:
     "Write embeddings and their header atomically: temporary file in the same folder, fsync, `os.replace`."
-    if not np.isfinite(embeddings).all(): raise ValueError(f"refusing to cache non-finite embeddings in {path}: read_cache rejects them")
+    if not np.isfinite(embeddings).all():
+        raise ValueError(f"refusing to cache non-finite embeddings in {path}: read_cache rejects them")
     header = dict(key=key, fields=fields, shape=list(embeddings.shape), dtype=str(embeddings.dtype),
                   sha256=_array_digest(embeddings), created=time.strftime("%Y-%m-%dT%H:%M:%S"))
     try:
         with atomic_file(path) as f: np.savez(f, embeddings=embeddings, header=np.array(json.dumps(header)))
     except PermissionError as e:
-        raise PermissionError(f"cannot write the cache file {path}: its folder is not writable ({e.strerror or e}); make it writable, "
-                              f"or pass another cache_dir, or None for no cache") from e
+        raise PermissionError(f"cannot write the cache file {path}: its folder is not writable ({e.strerror or e}); "
+                              f"make it writable, or pass another cache_dir, or None for no cache") from e
 
 # %% ../nbs/02a_cache.ipynb #a738ea40
 def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np.ndarray | None, str]:
     "The cached embeddings if the file at `path` is valid for `key` (else None) and, when invalid, why."
     try:
-        with open(path, "rb") as f:                  # this function owns the handle: closed on every path, a damaged file included
+        # this function owns the handle: closed on every path, a damaged file included
+        with open(path, "rb") as f:
             if f.read(4) != b"PK\x03\x04": return None, "unreadable (not an .npz archive)"
             f.seek(0)
             with np.load(f, allow_pickle=False) as z: header, arr = json.loads(str(z["header"])), z["embeddings"]
@@ -129,7 +138,9 @@ def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np
         return None, f"unreadable ({safe_reason(e)[:160]})"
     checks = [(header.get("key") == key, "written for a different key"),
               (arr.dtype == np.float32, f"of dtype {arr.dtype}, not float32"),
-              (arr.ndim == 2 and arr.shape[0] == n and (dim is None or arr.shape[1] == dim), f"of shape {arr.shape}, expected [{n}, {dim or 'd'}]"),
+              (arr.ndim == 2 and arr.shape[0] == n and (dim is None or arr.shape[1] == dim), f"of shape {arr.shape}, "
+                                                                                             f"expected [{n}, "
+                                                                                             f"{dim or 'd'}]"),
               (list(arr.shape) == header.get("shape"), "inconsistent with its header's shape"),
               (_array_digest(arr) == header.get("sha256"), "failing its checksum"),
               (bool(np.isfinite(arr).all()), "holding non-finite values")]
@@ -140,17 +151,20 @@ def read_cache(path: Path, key: str, n: int, dim: int | None = None) -> tuple[np
 # %% ../nbs/02a_cache.ipynb #a5178416
 def _run_batches(enc, items: list, batch_size: int, progress: bool, desc: str) -> np.ndarray:
     "Embed `items` batch by batch, preparing batch b+1 in a worker thread while the model runs batch b."
-    from binding_nb.encoders import _as_embeddings   # here, not at the top: the loaders load only for a cache that embeds
+    # here, not at the top: the loaders load only for a cache that embeds
+    from binding_nb.encoders import _as_embeddings
     starts = range(0, len(items), batch_size)
     out: np.ndarray | None = None
     def prepare(i):
         with torch.inference_mode(): return enc.prepare(list(items[i:i + batch_size]))   # only this batch is read
-    with ThreadPoolExecutor(max_workers=1) as pool, tqdm(total=len(items), desc=desc, disable=not progress, unit="item") as bar:
+    with ThreadPoolExecutor(max_workers=1) as pool, tqdm(total=len(items), desc=desc, disable=not progress,
+                                                         unit="item") as bar:
         pending = pool.submit(prepare, 0)
         for j, i in enumerate(starts):
             inputs = pending.result()
             if j + 1 < len(starts): pending = pool.submit(prepare, starts[j + 1])
-            with torch.inference_mode(): y = _as_embeddings(enc.forward(inputs), min(batch_size, len(items) - i), enc.name)
+            with torch.inference_mode():
+                y = _as_embeddings(enc.forward(inputs), min(batch_size, len(items) - i), enc.name)
             if out is None: out = np.empty((len(items), y.shape[1]), np.float32)
             if enc.dim is not None and y.shape[1] != enc.dim:
                 raise ValueError(f"encoder {enc.name!r} declares dim={enc.dim} but returned {y.shape[1]} columns")
@@ -159,11 +173,13 @@ def _run_batches(enc, items: list, batch_size: int, progress: bool, desc: str) -
     return out
 
 def embed(encoder,                           # an Encoder, a name for `load_encoder`, or a callable list -> array
-          data,                              # a dataset with `.items` (and `.fingerprint`), or a list of PIL images / strings
+          # a dataset with `.items` (and `.fingerprint`), or a list of PIL images / strings
+          data,
           batch_size: int = 64,
           cache_dir: str | os.PathLike | None = None,  # where to cache the result (None: no cache)
           progress: bool = True) -> np.ndarray:
-    "Embeddings `float32` `[n, d]` of every item, batched under `torch.inference_mode`, cached on disk when `cache_dir` is set."
+    """Embeddings `float32` `[n, d]` of every item, batched under `torch.inference_mode`, cached on disk when
+    `cache_dir` is set."""
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     from binding_nb.encoders import load_encoder   # here, not at the top: the loaders load only for a cache that embeds
     enc, items = load_encoder(encoder), _items_of(data)
@@ -174,21 +190,25 @@ def embed(encoder,                           # an Encoder, a name for `load_enco
                          f"load it with modality='{modality}' if it has such a tower")
     path = None
     if cache_dir is not None:
-        folder = check_cache_dir(cache_dir)          # a file in the way, or a folder that cannot be made: now, before any work
+        # a file in the way, or a folder that cannot be made: now, before any work
+        folder = check_cache_dir(cache_dir)
         path, key, fields = _cache_entry(enc, data, items, modality, folder)
         if path.exists() and not path.is_file():
-            raise ValueError(f"{path} is {'a folder' if path.is_dir() else 'not a regular file'} where embed keeps this cache file; "
-                             f"nothing was moved: rename or remove it yourself, or pass another cache_dir")
+            raise ValueError(f"{path} is {'a folder' if path.is_dir() else 'not a regular file'} where embed keeps "
+                             f"this cache file; nothing was moved: rename or remove it yourself, or pass another "
+                             f"cache_dir")
         arr, why = read_cache(path, key, len(items), enc.dim) if path.is_file() else (None, "")
         if arr is not None: return arr
         lost = (f"its damaged entry {path.name} ({why}) cannot be recomputed into it, and is left as it is" if path.is_file()
-                else f"the embeddings of {enc.name} for these {len(items)} {modality} items are not in it and cannot be computed into it")
-        writable_folder(folder, "cache_dir", f"{lost}: make it writable, pass another cache_dir, or None for no cache")   # before any work
+                else f"the embeddings of {enc.name} for these {len(items)} {modality} items are not in it and cannot "
+                     f"be computed into it")
+        # before any work
+        writable_folder(folder, "cache_dir", f"{lost}: make it writable, pass another cache_dir, or None for no cache")
         if path.is_file(): set_aside(path, f"is {why}", then="recomputing the embeddings")
     arr = _run_batches(enc, items, batch_size, progress, desc=f"embed {enc.name} ({modality})")
     bad = ~np.isfinite(arr)
     if bad.any():
-        warnings.warn(f"encoder {enc.name!r} returned {int(bad.sum())} non-finite values (NaN or inf) in {int(bad.any(1).sum())} "
-                      f"of {len(items)} items; they are returned as computed" + (" and not cached" if path else ""), stacklevel=2)
+        warnings.warn(f"encoder {enc.name!r} returned {int(bad.sum())} non-finite values (NaN or inf) in "
+                      f"{int(bad.any(1).sum())} of {len(items)} items; they are returned as computed" + (" and not cached" if path else ""), stacklevel=2)
     elif path is not None: write_cache(path, arr, key, fields)
     return arr

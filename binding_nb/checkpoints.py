@@ -34,13 +34,18 @@ def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, op
 
 # %% ../nbs/B5_checkpoints.ipynb #67db8e2b
 def _foreign(path: Path, why: str) -> ValueError:
-    return ValueError(f"{path} is not a checkpoint written by binding_nb ({why}); it was left untouched: move it away or pass another checkpoint path")
+    return ValueError(f"{path} is not a checkpoint written by binding_nb ({why}); it was left untouched: move it away "
+                      f"or pass another checkpoint path")
 
 def read_checkpoint(path: str | Path) -> dict:
-    "The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint or its config does not hold exactly the settings of `RunConfig` (an older version wrote it: `CONVERT_ADVICE`)."
+    """The checkpoint at `path`: `CorruptFileError` if damaged, `ValueError` if it is not a binding_nb checkpoint or its
+    config does not hold exactly the settings of `RunConfig` (an older version wrote it: `CONVERT_ADVICE`)."""
     path = Path(path)
-    if not path.is_file(): raise ValueError(f"checkpoint {path} is {'a folder' if path.is_dir() else 'missing'}: pass the path of a checkpoint file")
-    payload = read_verified(path, "checkpoint")                      # None: no digest header (not ours, or from before digests)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path} is {'a folder' if path.is_dir() else 'missing'}: pass the path of a "
+                         f"checkpoint file")
+    # None: no digest header (not ours, or from before digests)
+    payload = read_verified(path, "checkpoint")
     try: ck = torch.load(io.BytesIO(payload) if payload is not None else path, map_location="cpu", weights_only=True)
     except Exception as e:
         if payload is None: raise _foreign(path, f"{type(e).__name__}") from e
@@ -48,7 +53,9 @@ def read_checkpoint(path: str | Path) -> dict:
     if not isinstance(ck, dict) or not {"config", "model", "step"} <= ck.keys():
         if payload is None: raise _foreign(path, "it lacks a run's config, model and step")
         raise CorruptFileError(f"{path} lacks a run's config, model and step")
-    if not isinstance(ck["config"], dict): raise ValueError(f"{path} holds a config that is not a dict of settings; it was left untouched: pass another checkpoint path")
+    if not isinstance(ck["config"], dict):
+        raise ValueError(f"{path} holds a config that is not a dict of settings; it was left untouched: pass another "
+                         f"checkpoint path")
     known = {f.name for f in fields(RunConfig)}
     if (unknown := sorted(set(ck["config"]) - known)) or (lacking := sorted(known - set(ck["config"]))):
         what = f"settings this version of binding_nb does not know ({', '.join(map(str, unknown))})" if unknown else \
@@ -78,7 +85,8 @@ def _trained_differences(saved: dict, cfg: RunConfig) -> list[str]:
     return [f"{k} {saved[k]!r}, now {now[k]!r}" for k in now if k not in HOW_TO_RUN and saved[k] != now[k]]
 
 def load_checkpoint(path: str | Path, cfg: RunConfig | None = None) -> dict | None:
-    "The checkpoint at `path` to resume from, or `None` when there is none; a damaged one, or one written for `cfg` with other settings than `HOW_TO_RUN`, is set aside."
+    """The checkpoint at `path` to resume from, or `None` when there is none; a damaged one, or one written for `cfg`
+    with other settings than `HOW_TO_RUN`, is set aside."""
     path = Path(path)
     if not path.exists(): return None
     try: ck = read_checkpoint(path)
@@ -89,30 +97,35 @@ def load_checkpoint(path: str | Path, cfg: RunConfig | None = None) -> dict | No
     return ck
 
 # %% ../nbs/B5_checkpoints.ipynb #8c62ef73
-def _load_state(path: str | Path | None, model: torch.nn.Module, weights: dict, opt: torch.optim.Optimizer | None = None,
+def _load_state(path: str | Path | None, model: torch.nn.Module, weights: dict,
+                opt: torch.optim.Optimizer | None = None,
                 state: dict | None = None) -> None:
-    "Load a checkpoint's `weights` (and optimiser `state`); a `ValueError` naming `path` when they do not fit the model its config describes."
+    """Load a checkpoint's `weights` (and optimiser `state`); a `ValueError` naming `path` when they do not fit the
+    model its config describes."""
     try:
         model.load_state_dict(weights)
         if opt is not None: opt.load_state_dict(state)
     except (RuntimeError, ValueError, KeyError) as e:
         lines = [l.strip() for l in str(e).splitlines() if l.strip() and not l.startswith("Error(s) in loading")] or [type(e).__name__]
         why = lines[0][:300] + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "")
-        raise ValueError(f"{path or 'the checkpoint'} holds weights that do not fit the model its own config describes ({why}): "
+        raise ValueError(f"{path or 'the checkpoint'} holds weights that do not fit the model its own config describes "
+                         f"({why}): "
                          "its config or weights were changed after it was written; it was left untouched: "
                          "pass another checkpoint path, or move it away to train afresh") from None
 
 def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched, generator: torch.Generator,
            path: str | Path | None = None) -> TrainState:
-    "Load a checkpoint's model, optimiser, schedule and generator state; its `TrainState` (a fresh one without `ck`). `path`: named in errors."
+    """Load a checkpoint's model, optimiser, schedule and generator state; its `TrainState` (a fresh one without `ck`).
+    `path`: named in errors."""
     if ck is None: return TrainState()
     _load_state(path, model, ck["model"], opt, ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
     try: generator.set_state(ck["generator"].to(generator.get_state().device))
     except RuntimeError:   # a CPU generator's state does not fit a CUDA generator, nor the other way round
-        raise ValueError(f"{path or 'the checkpoint'} was written on another kind of device than {generator.device}, whose random stream "
-                         "of batches cannot be continued here; it was left untouched: resume it on the kind of device that wrote it, "
-                         "or move it away to train afresh") from None
-    return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__ if k in ck})   # fields added since: their defaults
+        raise ValueError(f"{path or 'the checkpoint'} was written on another kind of device than {generator.device}, "
+                         "whose random stream of batches cannot be continued here; it was left untouched: resume it on "
+                         "the kind of device that wrote it, or move it away to train afresh") from None
+    # fields added since: their defaults
+    return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__ if k in ck})
 
 # %% ../nbs/B5_checkpoints.ipynb #4c60f0b2
 def check_checkpoint_path(path: str | Path) -> Path:
@@ -128,17 +141,21 @@ def run_checkpoint(output_dir: str | Path, cfg: RunConfig) -> Path:
     return Path(output_dir) / "checkpoints" / f"{cfg.run_name()}.pt"
 
 # %% ../nbs/B5_checkpoints.ipynb #6ca4db9e
-CHECKPOINT_WEIGHTS = ("selected", "test_best")   # ours: best on validation; the authors': best in-batch on their fresh test samples
+# ours: best on validation; the authors': best in-batch on their fresh test samples
+CHECKPOINT_WEIGHTS = ("selected", "test_best")
 
 def load_model(path: str | Path, device: str = "auto", weights: str = "selected") -> tuple[DualEncoder, RunConfig]:
-    "A finished or interrupted run's model and its config: with `weights` 'selected', the weights best on validation (ours); 'test_best', those best on the authors' test (`keep_test_best`), the checkpoint their protocol studies."
-    if weights not in CHECKPOINT_WEIGHTS: raise ValueError(f"weights must be one of {CHECKPOINT_WEIGHTS}, got {weights!r}")
+    """A finished or interrupted run's model and its config: with `weights` 'selected', the weights best on validation
+    (ours); 'test_best', those best on the authors' test (`keep_test_best`), the checkpoint their protocol studies."""
+    if weights not in CHECKPOINT_WEIGHTS:
+        raise ValueError(f"weights must be one of {CHECKPOINT_WEIGHTS}, got {weights!r}")
     ck = read_checkpoint(path)
     cfg = RunConfig(**ck["config"])
     model = new_model(cfg)
     if weights == "test_best" and ck.get("test_best_model") is None:
-        raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before its first validation; "
-                         "train the run again (move the checkpoint away) to study the checkpoint of the authors' protocol")
+        raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before "
+                         "its first validation; train the run again (move the checkpoint away) to study the checkpoint "
+                         "of the authors' protocol")
     if weights == "test_best" and ck.get("test_best_from", 0) > 0:
         raise ValueError(f"{path} holds test-best weights chosen among the steps from {ck['test_best_from']} only: it "
                          "was resumed from a checkpoint whose test record meant something else (written before "
@@ -188,6 +205,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
                stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=amp, monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
-    test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed, progress=progress and bar is None,
+    test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed,
+                    progress=progress and bar is None,
                     seen=data.allowed, in_batch=True)
     return result_row(cfg, data, state, test, dev)

@@ -37,7 +37,8 @@ def known_solver(finish: int = 500) -> dict:
     finished by `finish` L-BFGS iterations, the start chosen on validation."""
     return dict(init=0.3, init_mean=0.0, starts=1, moment=True, finish=finish)
 
-def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64, steps: int = 300,
+def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64,
+                 steps: int = 300,
                  finish: int = 500) -> pd.DataFrame:
     """Fit each of `families` at `rank` to a random encoder of the form `code` and that rank (None: a table, a random
     vector per object summed over the objects; 'shared_product': 06's known shared code, which recognises most of its
@@ -70,20 +71,25 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
 def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
     return {**fit_row_checks(df),
-            "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1)}
+            "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc",
+                                                                                                "object_acc")], axis=1).any(axis=1)}
 
 COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
-    columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc",
+    columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc",
+             "val_object_acc",
              "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
              "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status", "data",
              "init", "init_mean", "form", "train_r2", "fit_objects", "regime"),
-    keys=("run", "family", "capacity", "coverage", "seed", "cell"),   # a cell key fixes the other five; all six must head the file
+    # a cell key fixes the other five; all six must head the file
+    keys=("run", "family", "capacity", "coverage", "seed", "cell"),
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test"),
     checks=_complexity_checks,
-    optional=("concept_acc_test_selected", "object_acc_test_selected",   # the best over a fit's steps, on the held-out scenes (the paper's selection)
-              "train_r2_last", "concept_acc_last", "object_acc_last"),   # and the last weights', beside the kept weights' (`last_over_steps`)
+    # the best over a fit's steps, on the held-out scenes (the paper's selection)
+    optional=("concept_acc_test_selected", "object_acc_test_selected",
+              # and the last weights', beside the kept weights' (`last_over_steps`)
+              "train_r2_last", "concept_acc_last", "object_acc_last"),
     advice="the results table is the file complexity_results.csv inside an output_dir (pass that file here)")
 
 # %% ../nbs/04_complexity.ipynb #e8a3c5f1
@@ -91,29 +97,39 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
           output_dir: str | Path, probes: Probes | None = None, steps: int = 1000, batch_size: int | None = 4096,
           eval_every: int = 50, val_fraction: float = 0.1, device="auto", progress: bool = True) -> pd.DataFrame:
     "Fit and measure every (coverage, seed, cell) not yet in `output_dir/complexity_results.csv`; this sweep's rows."
-    plan = plan_sweep(table, run, cells, coverages, seeds, COMPLEXITY_RESULTS, output_dir, steps, batch_size, eval_every, val_fraction)
+    plan = plan_sweep(table, run, cells, coverages, seeds, COMPLEXITY_RESULTS, output_dir, steps, batch_size,
+                      eval_every, val_fraction)
     probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device)
-    base = fingerprint(run, table.emb, table.values, probes.train, probes.test, plan.steps, batch_size, plan.eval_every, val_fraction)   # settings and data, never fitted numbers
+    # settings and data, never fitted numbers
+    base = fingerprint(run, table.emb, table.values, probes.train, probes.test, plan.steps, batch_size,
+                       plan.eval_every, val_fraction)
     key = lambda cov, seed, c: fingerprint(base, *c.key(), float(cov), seed, length=12)
     def watch(predict, rows):                           # logged at each validation step, never read by our selection
         rows = unprobed(rows, probes)
         acc = probes.accuracy(predict(table.values[rows]), table.values[rows])
         return {"concept_acc": acc["concept"], "object_acc": acc["object"]}
-    rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress, desc=f"complexity sweep: {run}", watch=watch)
-    return rows.sort_values(["family", "coverage", "seed", "capacity", "lr", "init", "init_mean"]).reset_index(drop=True)
+    rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress,
+                     desc=f"complexity sweep: {run}", watch=watch)
+    return rows.sort_values(["family", "coverage", "seed", "capacity", "lr", "init",
+                             "init_mean"]).reset_index(drop=True)
 
 # %% ../nbs/04_complexity.ipynb #bdd35a74
-SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "train_r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
+SUMMARY_METRICS = ["concept_acc", "object_acc", "r2", "train_r2", "ceiling_concept_acc", "ceiling_object_acc",
+                   "bag_of_concepts_acc",
                    "val_concept_acc", "val_object_acc"]
-TEST_MAX = ["concept_acc_test_max", "object_acc_test_max"]   # the paper's selection, the best step and setting on the held-out scenes: optimistic, beside ours
+# the paper's selection, the best step and setting on the held-out scenes: optimistic, beside ours
+TEST_MAX = ["concept_acc_test_max", "object_acc_test_max"]
 
 def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
-    "Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen, and the paper's best step and setting on test (`*_test_max`; empty for rows fitted before it was logged)."
+    """Mean over seeds of the validation-selected rows, per run, family and coverage, with the settings chosen, and the
+    paper's best step and setting on test (`*_test_max`; empty for rows fitted before it was logged)."""
     if "data" in results:                               # one run name, one embedding: never average over two
         kinds = results[results.data.notna()].groupby("run").data.unique()
         mixed = kinds[kinds.map(len) > 1]
-        if len(mixed): raise ValueError(f"run {mixed.index[0]!r} holds rows fitted to {len(mixed.iloc[0])} different embeddings (data "
-                                        f"{', '.join(mixed.iloc[0])}): summarise each apart, or give each embedding its own run name")
+        if len(mixed):
+            raise ValueError(f"run {mixed.index[0]!r} holds rows fitted to {len(mixed.iloc[0])} different embeddings "
+                             f"(data {', '.join(mixed.iloc[0])}): summarise each apart, or give each embedding "
+                                        f"its own run name")
     best = select_on_validation(results)
     if best.empty:                                      # nothing finished: an empty summary, and why
         statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"
@@ -121,14 +137,17 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["run", "family", "coverage", *SUMMARY_METRICS, "n_seeds", "chosen", *TEST_MAX])
     g = best.assign(chosen=setting_labels(best)).groupby(["run", "family", "coverage"], sort=False)
     on_test = [f"{m}_test_selected" for m in ("concept_acc", "object_acc")]
-    logged = results.assign(**{c: np.nan for c in on_test if c not in results})   # optional: a table written before they were logged has them empty
+    # optional: a table written before they were logged has them empty
+    logged = results.assign(**{c: np.nan for c in on_test if c not in results})
     top = best_on_test(logged, metrics=on_test).rename(columns=dict(zip([f"{m}_test_max" for m in on_test], TEST_MAX)))
     top = top.groupby(["run", "family", "coverage"])[TEST_MAX].mean()
     return g[SUMMARY_METRICS].mean().join(g.size().rename("n_seeds")).join(g.chosen.agg("; ".join)).join(top).reset_index()
 
 # %% ../nbs/04_complexity.ipynb #c162ad30
 def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig4_complexity"):
-    "Fig. 4: per run, held-out concept (solid) and object (dashed) recognition of the validation-selected approximators vs coverage, with the ceiling, the baseline and (light, dotted) the paper's best-on-test object recognition."
+    """Fig. 4: per run, held-out concept (solid) and object (dashed) recognition of the validation-selected
+    approximators vs coverage, with the ceiling, the baseline and (light, dotted) the paper's best-on-test object
+    recognition."""
     runs = list(dict.fromkeys(summary.run))
     if not runs:                                        # an empty summary: a figure that says so
         fig, ax = plt.subplots(figsize=(4.2, 1.2)); ax.axis("off")
@@ -146,11 +165,14 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
         for fam, d in df.groupby("family", sort=False):
             ax.plot(d.coverage, d.concept_acc, "-o", color=colors[fam], ms=4, label=f"{fam}: concept")
             ax.plot(d.coverage, d.object_acc, "--s", color=colors[fam], ms=4, mfc="none", label=f"{fam}: object")
-            ax.plot(d.coverage, d.object_acc_test_max, ":", color=colors[fam], alpha=0.45, label=f"{fam}: object, best on test (the paper's)")
+            ax.plot(d.coverage, d.object_acc_test_max, ":", color=colors[fam], alpha=0.45, label=f"{fam}: object, best "
+                                                                                                 f"on test (the "
+                                                                                                 f"paper's)")
         ax.set(title=run, xlabel="coverage (fraction of objects seen)", ylim=(-0.03, 1.03)); ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out recognition")
     handles, labels = axes[0, -1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), fontsize=8,
+               frameon=False)
     fig.tight_layout()
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
@@ -195,7 +217,8 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
                    cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
                    cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto", dataset_options: dict | None = None,
                    progress: bool = True, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is 'not run'. Status and results."
+    """Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is
+    'not run'. Status and results."""
     cells = list(cells)
     if not cells: raise ValueError("no cells to fit: build them with grid(...)")
     for c in cells: family(c.family)
@@ -206,8 +229,11 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
         if data is not None:
             table = scene_table(emb, data, n_objects=2, name=row["run"])
             t0 = time.perf_counter()
-            results.append(sweep(table, row["run"], cells, coverages, seeds, output_dir, device=device, progress=progress, **sweep_options))
-            row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"),
+            results.append(sweep(table, row["run"], cells, coverages, seeds, output_dir, device=device,
+                                 progress=progress, **sweep_options))
+            row.update(scenes=table.n, objects=len(table.objects), dim=table.d,
+                       embed_seconds=row.pop("prepare_seconds"),
                        sweep_seconds=round(time.perf_counter() - t0, 2))
         status.append(row)
-    return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))
+    return pd.DataFrame(status), (pd.concat(results,
+                                            ignore_index=True) if results else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))

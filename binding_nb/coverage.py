@@ -42,40 +42,47 @@ def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -
     return cfgs
 
 # %% ../nbs/05_coverage.ipynb #693af301
-def _not_a_folder(p: Path) -> bool: return (p.exists() or p.is_symlink()) and not p.is_dir()   # a file, or a link to nothing
+# a file, or a link to nothing
+def _not_a_folder(p: Path) -> bool: return (p.exists() or p.is_symlink()) and not p.is_dir()
 
 def check_output_dir(output_dir: str | Path) -> Path:
-    "`output_dir` as a `Path`; it and every folder above it may exist only as folders, and an empty path (the working directory) is refused."
+    """`output_dir` as a `Path`; it and every folder above it may exist only as folders, and an empty path (the working
+    directory) is refused."""
     if not str(output_dir).strip():
-        raise ValueError("output_dir is empty, which would write the table, checkpoints and figures into the working directory: "
-                         "pass a folder path such as 'outputs/coverage' (it is created if missing)")
+        raise ValueError("output_dir is empty, which would write the table, checkpoints and figures into the working "
+                         "directory: pass a folder path such as 'outputs/coverage' (it is created if missing)")
     out = Path(output_dir)
     if _not_a_folder(out):
-        raise ValueError(f"output_dir {str(out)!r} is a file, not a folder: pass a folder path (it is created if missing)")
+        raise ValueError(f"output_dir {str(out)!r} is a file, not a folder: pass a folder path (it is created if "
+                         f"missing)")
     if (blocker := next((p for p in out.parents if _not_a_folder(p)), None)) is not None:
-        raise ValueError(f"output_dir {str(out)!r} cannot be created: {str(blocker)!r} on its path is a file, not a folder; "
-                         f"pass a folder path with no file on the way (or move {str(blocker)!r} away)")
+        raise ValueError(f"output_dir {str(out)!r} cannot be created: {str(blocker)!r} on its path is a file, not a "
+                         f"folder; pass a folder path with no file on the way (or move {str(blocker)!r} away)")
     return out
 
 # %% ../nbs/05_coverage.ipynb #3c8f0b6e
 EVAL_CHUNK = inspect.signature(evaluate).parameters["chunk"].default   # scenes scored at once by `evaluate` (512)
-EVAL_PAIR_BYTES = 13   # per (scene, object) pair of a chunk: its float32 score, an int64 count and a bool mask of the scene's objects
+# per (scene, object) pair of a chunk: its float32 score, an int64 count and a bool mask of the scene's objects
+EVAL_PAIR_BYTES = 13
 EVAL_OBJECT_BYTES = 40 # per object besides: the coverage split's int64 id arrays and the mask of training objects
 
 def eval_memory(cfg: RunConfig) -> int:
     """Estimated peak bytes of run `cfg`'s exhaustive evaluation (`evaluate`, at each validation and at the test).
-    Each chunk of `min(EVAL_CHUNK, max(n_val_scenes, n_test_scenes))` scenes is scored against all |O| = V**C objects at once:
+    Each chunk of `min(EVAL_CHUNK,
+                       max(n_val_scenes, n_test_scenes))` scenes is scored against all |O| = V**C objects at once:
     a `[chunk, |O|]` float32 score matrix with the int64 counts and bool mask of the chunk's objects (`EVAL_PAIR_BYTES` a pair),
     beside the object embeddings `[|O|, d_out]` float32 and the split's id arrays (`EVAL_OBJECT_BYTES` an object)."""
     chunk = min(EVAL_CHUNK, max(cfg.n_val_scenes, cfg.n_test_scenes))
     return cfg.space.n_objects * (chunk * EVAL_PAIR_BYTES + 4 * cfg.d_out + EVAL_OBJECT_BYTES)
 
 def available_memory(device: str | torch.device = "auto") -> int | None:
-    "Bytes free now for runs on `device`: the GPU's free memory on CUDA, else the machine's available memory (`None`: unknown)."
+    """Bytes free now for runs on `device`: the GPU's free memory on CUDA, else the machine's available memory (`None`:
+    unknown)."""
     dev = resolve_device(device)
     if dev.type == "cuda": return int(torch.cuda.mem_get_info(dev)[0])
     try:
-        with open("/proc/meminfo") as f: return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
     except (OSError, StopIteration, ValueError, IndexError): pass
     try: return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError): return None
@@ -88,10 +95,10 @@ def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: boo
     if available is not None and need > available:
         big = cfgs[int(np.argmax(needs))]
         gib = lambda b: f"{b / 2 ** 30:.1f} GiB"
-        raise ValueError(f"the exhaustive evaluation would need about {gib(need)} of memory, but {gib(available)} is available: "
-                         f"at C={big.C}, V={big.V} every test scene is scored against all V**C = {big.space.n_objects:,} objects "
-                         f"({gib(max(needs))} per run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); "
-                         f"lower V or C (the memory grows as V**C)" + (", or run the jobs one at a time (executor none)" if at_once else "")
+        raise ValueError(f"the exhaustive evaluation would need about {gib(need)} of memory, but {gib(available)} is "
+                         f"available: at C={big.C}, V={big.V} every test scene is scored against all V**C = "
+                         f"{big.space.n_objects:,} objects ({gib(max(needs))} per "
+                         f"run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); lower V or C (the memory grows as V**C)" + (", or run the jobs one at a time (executor none)" if at_once else "")
                          + ", or run where more memory is free")
     return need
 
@@ -110,9 +117,11 @@ COVERAGE_RESULTS = ResultsTable(
     "coverage_results.csv",
     columns=RESULT_COLUMNS,                                   # a run's row (App. B.4)
     keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
-    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout", "n_test_scenes"), optional=OPTIONAL_RESULTS,
+    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout",
+            "n_test_scenes"), optional=OPTIONAL_RESULTS,
     checks=_coverage_checks,
-    advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the folder to run_sweep)")
+    advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the "
+           "folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #8f865a92
 def run_identity(cfg: RunConfig) -> dict:
@@ -125,10 +134,12 @@ def has_run(table: pd.DataFrame, cfg: RunConfig) -> bool:
 
 # %% ../nbs/05_coverage.ipynb #41065243
 def run_one(cfg: RunConfig, output_dir: str | Path, progress: bool = True, bar: tqdm | None = None) -> dict:
-    "Train (or resume) one run and add its row to `output_dir/coverage_results.csv`; its row (the recorded one, if there is one)."
+    """Train (or resume) one run and add its row to `output_dir/coverage_results.csv`; its row (the recorded one, if
+    there is one)."""
     out = Path(output_dir)
     table, ckpt = COVERAGE_RESULTS.path(out), check_checkpoint_path(run_checkpoint(out, cfg))
-    with FileLock(f"{ckpt}.lock"):                                   # one process per run: another waits, then finds the row
+    # one process per run: another waits, then finds the row
+    with FileLock(f"{ckpt}.lock"):
         done = COVERAGE_RESULTS.read(table)
         if has_run(done, cfg): return done[COVERAGE_RESULTS.same(done, run_identity(cfg))].iloc[0].to_dict()
         try: row = train_run(cfg, ckpt, progress=progress, bar=bar)
@@ -146,8 +157,10 @@ def sweep_results(cfgs: list[RunConfig], output_dir: str | Path) -> pd.DataFrame
     for cfg in cfgs: mine |= COVERAGE_RESULTS.same(results, run_identity(cfg)).to_numpy()
     return results[mine].sort_values(["C", "V", "coverage", "seed"]).reset_index(drop=True)
 
-def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, progress: bool = True) -> pd.DataFrame:
-    "Train and evaluate, in this process, every run not already in `output_dir/coverage_results.csv`; this sweep's rows."
+def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path,
+              progress: bool = True) -> pd.DataFrame:
+    """Train and evaluate, in this process, every run not already in `output_dir/coverage_results.csv`; this sweep's
+    rows."""
     cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
     out = check_output_dir(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +176,8 @@ def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, outpu
 
 # %% ../nbs/05_coverage.ipynb #d5d40d7f
 def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
-    "Mean and 95% t-interval half-width over seeds of every metric, per (C, V, model_key, coverage); diverged runs are counted apart."
+    """Mean and 95% t-interval half-width over seeds of every metric, per (C, V, model_key, coverage); diverged runs are
+    counted apart."""
     keys = ["C", "V", "n_objects", "model_key", "coverage"]
     def ci(x):
         x = x.dropna()
@@ -177,12 +191,17 @@ def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
 # %% ../nbs/05_coverage.ipynb #bb33e680
 def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig6_coverage",
                   labels: dict[str, str] | None = None):
-    "Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the bag-of-concepts baseline, exhaustive and (lighter, where measured) in-batch; `labels`: a name per model_key."
-    order = {key: i for i, key in enumerate(labels or {})}                  # panels in the order of `labels`, then by key
-    panels = sorted(summary.groupby(["C", "V", "model_key"]), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order)), kv[0][2]))
-    several = summary.groupby(["C", "V"]).model_key.nunique().max() > 1      # name the setting only when it tells panels apart
+    """Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the
+    bag-of-concepts baseline, exhaustive and (lighter, where measured) in-batch; `labels`: a name per model_key."""
+    # panels in the order of `labels`, then by key
+    order = {key: i for i, key in enumerate(labels or {})}
+    panels = sorted(summary.groupby(["C", "V", "model_key"]),
+                    key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order)), kv[0][2]))
+    # name the setting only when it tells panels apart
+    several = summary.groupby(["C", "V"]).model_key.nunique().max() > 1
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
-    styles = dict(concept_acc=("concept recognition (exhaustive)", "C0", "-o", 1.0), object_acc=("object recognition (exhaustive)", "C3", "-o", 1.0),
+    styles = dict(concept_acc=("concept recognition (exhaustive)", "C0", "-o", 1.0),
+                  object_acc=("object recognition (exhaustive)", "C3", "-o", 1.0),
                   object_acc_hard=("object rec. (hard negatives)", "C1", ":s", 1.0),
                   bag_of_concepts_acc=("bag of concepts (exhaustive)", "0.4", "--", 1.0),
                   object_acc_in_batch=("object rec. (in-batch, the paper's)", "C3", "-^", 0.4),
@@ -192,7 +211,8 @@ def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, n
             if df[col].isna().all(): continue                                  # in-batch: not measured in older tables
             ax.plot(df.coverage, df[col], fmt, color=color, label=label, ms=4, alpha=alpha)
             if df[f"{col}_ci95"].notna().any():
-                ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color, alpha=0.2 * alpha)
+                ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color,
+                                alpha=0.2 * alpha)
         ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several or labels else ""), xlabel="coverage (fraction of objects in training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")

@@ -59,28 +59,37 @@ class Budget:
     eval_every: int = 50           # §5.1: steps between validation checks
 
 BUDGETS = {
-    "small": Budget("small", 96, 1500, (0.5,), tuple(grid(["mlp"], [32], [1e-2]) + grid(["global_product"], ranks=[8], lrs=[1e-2], init_means=[1.0])), 100),
+    "small": Budget("small", 96, 1500, (0.5,),
+                    tuple(grid(["mlp"], [32], [1e-2]) + grid(["global_product"], ranks=[8], lrs=[1e-2],
+                                                             init_means=[1.0])), 100),
     "default": Budget("default", None, 3000, (0.3, 0.5, 0.7, 0.9),
-                      tuple(grid(["mlp"], [64, 256], [1e-2]) + grid(["additive", "global_product"], ranks=[8, 32], lrs=[1e-2], init_means=[1.0])), 500),
+                      tuple(grid(["mlp"], [64, 256], [1e-2]) + grid(["additive", "global_product"], ranks=[8, 32],
+                                                                    lrs=[1e-2], init_means=[1.0])), 500),
     "paper": Budget("paper", None, None, tuple(round(0.1 * k, 1) for k in range(1, 10)),
                     tuple(grid(["mlp"], [64, 256, 1024, 4096], [1e-2, 1e-3]) +
-                          grid(["additive", "per_object_product", "global_product"], ranks=[8, 32, 128], lrs=[1e-2], init_means=[0.0, 1.0])), 2000),
+                          grid(["additive", "per_object_product", "global_product"], ranks=[8, 32, 128], lrs=[1e-2],
+                               init_means=[0.0, 1.0])), 2000),
 }
 
 def budget(name: str) -> Budget:
     "The `Budget` called `name`, or a clear error."
-    if name not in BUDGETS: raise ValueError(f"unknown budget {name!r}: use one of {list(BUDGETS)} (small: about a minute; default: minutes on a CPU; paper: a GPU)")
+    if name not in BUDGETS:
+        raise ValueError(f"unknown budget {name!r}: use one of {list(BUDGETS)} (small: about a minute; default: "
+                         f"minutes on a CPU; paper: a GPU)")
     return BUDGETS[name]
 
 # %% ../nbs/08_diagnose.ipynb #77c3af83
 def encoder_modality(name: str, weights: str = "random") -> str:
-    "The modality of encoder `name`, loading no model: openclip: image (its text tower is the other half), st: text, hf: read from its config."
+    """The modality of encoder `name`, loading no model: openclip: image (its text tower is the other half), st: text,
+    hf: read from its config."""
     prefix, ident = _encoder_name(name)                               # the loaders' own check of the name
     if prefix in ("openclip", "st"): return "image" if prefix == "openclip" else "text"
     if _builtin_hf(ident) is not None: return "image"                # the random twins built from code (DINOv2)
     from transformers import AutoConfig
-    try: config = AutoConfig.from_pretrained(weights if weights not in ("random", "default") else ident, local_files_only=True)
-    except OSError: raise FileNotFoundError(f"{name}: no config.json on this machine, so its modality is unknown; pass a local folder that save_pretrained wrote") from None
+    try: config = AutoConfig.from_pretrained(weights if weights not in ("random", "default") else ident,
+                                             local_files_only=True)
+    except OSError: raise FileNotFoundError(f"{name}: no config.json on this machine, so its modality is unknown; pass "
+                                            f"a local folder that save_pretrained wrote") from None
     return "image" if hasattr(config, "num_channels") else "text"
 
 def dataset_modality(spec: str) -> str:
@@ -89,7 +98,8 @@ def dataset_modality(spec: str) -> str:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    "One encoder to diagnose: its towers by modality (name, weights), the datasets and the budget; checked when made, loading no model."
+    """One encoder to diagnose: its towers by modality (name, weights), the datasets and the budget; checked when made,
+    loading no model."""
     towers: dict                   # modality -> (encoder name, weights): 'random', 'default', a tag or a local path
     datasets: tuple[str, ...]
     budget: Budget
@@ -98,7 +108,8 @@ class Diagnosis:
     @property
     def dual(self) -> bool: return {"image", "text"} <= set(self.towers)
     @property
-    def name(self) -> str: return " + ".join(dict.fromkeys(f"{n} ({w})" for n, w in self.towers.values()))   # one tower name for a CLIP
+    # one tower name for a CLIP
+    def name(self) -> str: return " + ".join(dict.fromkeys(f"{n} ({w})" for n, w in self.towers.values()))
     @property
     def safe_name(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")
     @property
@@ -113,26 +124,33 @@ class Diagnosis:
         n = self.n_pairs if self.n_pairs is not None else None if ":" in dataset else self.budget.text_pairs if dataset_modality(dataset) == "text" else self.budget.image_pairs
         return RunSpec(dataset, enc, w, n)
 
-def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
+def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] | None = None,
+              text_encoder: str | None = None,
               text_pretrained: str | None = None, budget_name: str = "default", n_pairs: int | None = None) -> Diagnosis:
     "Check one encoder's arguments and name what will be measured; a clear error before any model loads."
     for w, what in ((pretrained, "--pretrained"), (text_pretrained, "--text-pretrained")):
-        if w is not None and (not isinstance(w, str) or not w.strip()): raise ValueError(f"{what} must be 'random', 'default', a tag or a local path, got {w!r}")
+        if w is not None and (not isinstance(w, str) or not w.strip()):
+            raise ValueError(f"{what} must be 'random', 'default', a tag or a local path, got {w!r}")
     if text_pretrained is not None and text_encoder is None:
         raise ValueError("--text-pretrained gives the weights of the tower --text-encoder names; CLIP's own text tower "
                          "runs on --pretrained: drop --text-pretrained, or name the text tower with --text-encoder")
     towers = {encoder_modality(encoder, pretrained): (encoder, pretrained)}
     if text_encoder is not None:
-        if "text" in towers: raise ValueError(f"{encoder} is a text encoder already: --text-encoder names the text tower of an image encoder")
+        if "text" in towers:
+            raise ValueError(f"{encoder} is a text encoder already: --text-encoder names the text tower of an image "
+                             f"encoder")
         towers["text"] = (text_encoder, text_pretrained or pretrained)
-        if encoder_modality(text_encoder, towers["text"][1]) != "text": raise ValueError(f"--text-encoder {text_encoder} is not a text encoder")
+        if encoder_modality(text_encoder, towers["text"][1]) != "text":
+            raise ValueError(f"--text-encoder {text_encoder} is not a text encoder")
     elif encoder.startswith("openclip:"): towers["text"] = (encoder, pretrained)        # CLIP's own text tower
     own = encoder_modality(encoder, pretrained)
-    datasets = [{"image": "clevr2d", "text": "text"}[own]] if datasets is None or not len(datasets) else list(datasets)   # the encoder's own modality
+    # the encoder's own modality
+    datasets = [{"image": "clevr2d", "text": "text"}[own]] if datasets is None or not len(datasets) else list(datasets)
     for d in datasets:
         if str(d).split(":")[0] not in DATASETS: raise ValueError(f"unknown dataset {d!r}: use {list(DATASETS)}")
         if dataset_modality(d) not in towers:
-            raise ValueError(f"dataset {d} needs a{'n image' if dataset_modality(d) == 'image' else ' text'} encoder, and {encoder} is a {next(iter(towers))} "
+            raise ValueError(f"dataset {d} needs a{'n image' if dataset_modality(d) == 'image' else ' text'} encoder, "
+                             f"and {encoder} is a {next(iter(towers))} "
                              "encoder: drop it from --datasets" + (", or pass --text-encoder" if dataset_modality(d) == "text" else ""))
     if len(set(datasets)) < len(datasets): raise ValueError(f"a dataset is named twice in --datasets {datasets}")
     for enc, w in towers.values(): check_weights(enc, {"random": None, "default": True}.get(w, w))
@@ -142,13 +160,15 @@ def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] 
 
 # %% ../nbs/08_diagnose.ipynb #88e378da
 def stages_of(diag: Diagnosis) -> list[Stage]:
-    "§4's geometry and §5.1's complexity on every dataset, then cross-modal recognition on the image datasets of a dual encoder."
+    """§4's geometry and §5.1's complexity on every dataset, then cross-modal recognition on the image datasets of a
+    dual encoder."""
     out = [Stage(k, d) for d in diag.datasets for k in ("geometry", "complexity")]
     return out + [Stage("crossmodal", d) for d in diag.datasets if diag.dual and dataset_modality(d) == "image"]
 
 class Workspace:
     "The models, datasets and embeddings of one diagnosis, each loaded or computed once, through the embedding cache."
-    def __init__(self, diag: Diagnosis, cache_dir, device="auto", batch_size: int = 64, dataset_options: dict | None = None, progress: bool = True):
+    def __init__(self, diag: Diagnosis, cache_dir, device="auto", batch_size: int = 64,
+                 dataset_options: dict | None = None, progress: bool = True):
         self.diag, self.cache_dir, self.device, self.batch_size, self.options, self.progress = diag, cache_dir, device, batch_size, dataset_options or {}, progress
         self._made = {}
     def _once(self, key, make: Callable):
@@ -156,19 +176,26 @@ class Workspace:
         return self._made[key]
     def encoder(self, modality: str):
         name, w = self.diag.towers[modality]
-        return self._once(("encoder", modality), lambda: load_encoder(name, {"random": None, "default": True}.get(w, w), modality, self.device))
+        return self._once(("encoder", modality),
+                          lambda: load_encoder(name, {"random": None, "default": True}.get(w, w), modality,
+                                               self.device))
     def data(self, dataset: str):
         run = self.diag.run(dataset)
-        return self._once(("data", dataset), lambda: dataset_by_name(run.dataset, run.n_pairs, progress=self.progress, **self.options))
+        return self._once(("data", dataset),
+                          lambda: dataset_by_name(run.dataset, run.n_pairs, progress=self.progress, **self.options))
     def embeddings(self, dataset: str) -> np.ndarray:
-        return self._once(("emb", dataset), lambda: embed(self.encoder(dataset_modality(dataset)), self.data(dataset), batch_size=self.batch_size,
+        return self._once(("emb", dataset),
+                          lambda: embed(self.encoder(dataset_modality(dataset)), self.data(dataset),
+                                        batch_size=self.batch_size,
                                                            cache_dir=self.cache_dir, progress=self.progress))
     def loaded_weights(self, modality: str) -> str | None:
-        "The `weights` string of the tower of `modality` when it was loaded in this run (what the cache keys on), else None."
+        """The `weights` string of the tower of `modality` when it was loaded in this run (what the cache keys on), else
+        None."""
         enc = self._made.get(("encoder", modality))
         return None if enc is None else enc.weights
     def texts(self, phrases: Sequence[str]) -> np.ndarray:
-        return embed(self.encoder("text"), list(phrases), batch_size=self.batch_size, cache_dir=self.cache_dir, progress=False)
+        return embed(self.encoder("text"), list(phrases), batch_size=self.batch_size, cache_dir=self.cache_dir,
+                     progress=False)
 
 # %% ../nbs/08_diagnose.ipynb #e0ee875f
 def geometry_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
@@ -179,14 +206,18 @@ def geometry_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
 
 # %% ../nbs/08_diagnose.ipynb #e4e64eaf
 def complexity_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
-    "§5.1 on `dataset`: the budget's approximators fitted on scenes of part of the objects, read on the others' (04's `sweep`, resumed cell by cell)."
+    """§5.1 on `dataset`: the budget's approximators fitted on scenes of part of the objects, read on the others' (04's
+    `sweep`, resumed cell by cell)."""
     b, run = ws.diag.budget, ws.diag.run(dataset)
     table = scene_table(ws.embeddings(dataset), ws.data(dataset), n_objects=2, name=run.name)
-    rows = sweep(table, run.name, list(b.cells), list(b.coverages), [0], out, steps=b.steps, eval_every=b.eval_every, device=ws.device, progress=ws.progress)
+    rows = sweep(table, run.name, list(b.cells), list(b.coverages), [0], out, steps=b.steps, eval_every=b.eval_every,
+                 device=ws.device, progress=ws.progress)
     summary = summarize_complexity(rows)
     fig = plot_complexity(summary, out); plt.close(fig)
-    middle = summary[summary.coverage == summary.coverage.iloc[(summary.coverage - 0.5).abs().argmin()]]   # the coverage nearest one half
-    numbers = {"middle coverage": float(middle.coverage.iloc[0]), "held-out object recognition, middle coverage": float(middle.object_acc.max()),
+    # the coverage nearest one half
+    middle = summary[summary.coverage == summary.coverage.iloc[(summary.coverage - 0.5).abs().argmin()]]
+    numbers = {"middle coverage": float(middle.coverage.iloc[0]),
+               "held-out object recognition, middle coverage": float(middle.object_acc.max()),
                "held-out concept recognition, middle coverage": float(middle.concept_acc.max()),
                "own object probe (ceiling), middle coverage": float(middle.ceiling_object_acc.mean()),
                "best held-out object recognition": float(summary.object_acc.max()), "bag of concepts": float(summary.bag_of_concepts_acc.mean())}
@@ -194,25 +225,31 @@ def complexity_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict
 
 # %% ../nbs/08_diagnose.ipynb #53fc1a07
 def chance_recognition(space, scenes: torch.Tensor, kind: str) -> float:
-    "Recognition (Def. 3.3 `kind` 'concept', or 3.4 'object') of a scorer that ranks at random: per scene 1 / C(candidates, present), averaged."
+    """Recognition (Def. 3.3 `kind` 'concept', or 3.4 'object') of a scorer that ranks at random: per scene 1 /
+    C(candidates, present), averaged."""
     present = (present_value_mask if kind == "concept" else present_object_mask)(space, scenes)
     width, k = present.shape[-1], present.sum(-1).double()
     log_comb = math.lgamma(width + 1) - torch.lgamma(k + 1) - torch.lgamma(width - k + 1)
     return float(torch.exp(-log_comb).mean())
 
 def crossmodal_recognition(scene_emb, scenes, space, concept_emb, object_emb) -> dict[str, float]:
-    "Exhaustive concept and object recognition (Defs. 3.3, 3.4) of `scenes` from cosine scores of their embeddings against every value's and object's query, with chance and the bag-of-concepts baseline."
+    """Exhaustive concept and object recognition (Defs. 3.3, 3.4) of `scenes` from cosine scores of their embeddings
+    against every value's and object's query, with chance and the bag-of-concepts baseline."""
     unit = lambda x: torch.nn.functional.normalize(torch.as_tensor(np.asarray(x), dtype=torch.float32), dim=-1)
     scenes, emb = torch.as_tensor(np.asarray(scenes)), unit(scene_emb)
     concept = concept_recognition(emb @ unit(concept_emb).T, scenes, space).float().mean()
     obj = object_recognition(emb @ unit(object_emb).T, scenes, space).float().mean()
-    return {"concept recognition": float(concept), "object recognition": float(obj), "concept chance": chance_recognition(space, scenes, "concept"),
-            "object chance": chance_recognition(space, scenes, "object"), "bag of concepts": bag_of_concepts_accuracy(space, scenes), "scenes": len(scenes)}
+    return {"concept recognition": float(concept), "object recognition": float(obj),
+            "concept chance": chance_recognition(space, scenes, "concept"),
+            "object chance": chance_recognition(space, scenes,
+                                                "object"), "bag of concepts": bag_of_concepts_accuracy(space, scenes), "scenes": len(scenes)}
 
 def crossmodal_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
-    "Cross-modal recognition on `dataset`'s two-object scenes: the image tower's scenes against the text tower's concept and object queries."
+    """Cross-modal recognition on `dataset`'s two-object scenes: the image tower's scenes against the text tower's
+    concept and object queries."""
     table = scene_table(ws.embeddings(dataset), ws.data(dataset), n_objects=2, name=dataset)
-    numbers = crossmodal_recognition(table.emb, table.values, table.space, ws.texts(concept_phrases(table.space)), ws.texts(object_phrases(table.space)))
+    numbers = crossmodal_recognition(table.emb, table.values, table.space, ws.texts(concept_phrases(table.space)),
+                                     ws.texts(object_phrases(table.space)))
     return numbers, {"crossmodal": pd.DataFrame([numbers])}
 
 # %% ../nbs/08_diagnose.ipynb #1a52bb70
@@ -221,11 +258,13 @@ STAGES = {"geometry": geometry_stage, "complexity": complexity_stage, "crossmoda
 STAGE_FORMAT = 3   # bump when what a stage computes or records changes: every stage.json before it is run again
 
 def stage_key(diag: Diagnosis, stage: Stage) -> str:
-    "What a stage's results depend on: its kind and dataset, the tower's name and weights (their digest), the sample and the budget."
+    """What a stage's results depend on: its kind and dataset, the tower's name and weights (their digest), the sample
+    and the budget."""
     run = diag.run(stage.dataset)
     towers = [diag.towers[dataset_modality(stage.dataset)]] + ([diag.towers["text"]] if stage.kind == "crossmodal" else [])
     b = diag.budget if stage.kind == "complexity" else None
-    return fingerprint(STAGE_FORMAT, stage.kind, run.dataset, run.n_pairs, [(n, w, weights_digest(w)) for n, w in towers], repr(b), __version__)
+    return fingerprint(STAGE_FORMAT, stage.kind, run.dataset, run.n_pairs,
+                       [(n, w, weights_digest(w)) for n, w in towers], repr(b), __version__)
 
 def weights_digest(weights: str) -> str:
     "`content_digest` of a local weights file or folder; the name itself for 'random', 'default' or a tag."
@@ -252,7 +291,8 @@ def _read_stage(folder: Path, key: str) -> dict | None:
     return rec
 
 def run_stage(ws: Workspace, stage: Stage, folder: Path) -> Stage:
-    "Run one stage into `folder` (tables as CSV, figures as PNG, `stage.json` last), or read it back when it finished there with the same inputs."
+    """Run one stage into `folder` (tables as CSV, figures as PNG, `stage.json` last), or read it back when it finished
+    there with the same inputs."""
     key = stage_key(ws.diag, stage)
     if (rec := _read_stage(folder, key)) is not None:
         stage.status, stage.seconds, stage.numbers, stage.tables, stage.reason = "ok", rec["seconds"], rec["numbers"], rec["tables"], "read back"
@@ -262,14 +302,16 @@ def run_stage(ws: Workspace, stage: Stage, folder: Path) -> Stage:
     try:
         ws.embeddings(stage.dataset)                                   # the model, on every thread
         with torch_threads(1): numbers, tables = STAGES[stage.kind](ws, stage.dataset, folder)
-    except (WeightsUnavailableError, FileNotFoundError, ImportError) as e: stage.status, stage.reason = "not run", first_sentence(e)
+    except (WeightsUnavailableError, FileNotFoundError,
+            ImportError) as e: stage.status, stage.reason = "not run", first_sentence(e)
     except Exception as e: stage.status, stage.reason = "failed", failure_reason(e)
     else:
         stage.status, stage.numbers, stage.tables = "ok", {k: float(v) for k, v in numbers.items()}, tables
         for name, df in tables.items():
             with atomic_file(folder / f"{name}.csv") as f: df.to_csv(f, index=False)
     stage.seconds = round(time.perf_counter() - t0, 1)
-    rec = dict(key=key, kind=stage.kind, dataset=stage.dataset, status=stage.status, reason=stage.reason, seconds=stage.seconds,
+    rec = dict(key=key, kind=stage.kind, dataset=stage.dataset, status=stage.status, reason=stage.reason,
+               seconds=stage.seconds,
                numbers=stage.numbers, table_names=list(stage.tables or {}), files=_stage_files(folder))
     rec["digest"] = _record_digest(rec)                 # an edited record is run again, as is a changed file
     with atomic_file(folder / "stage.json") as f: f.write(json.dumps(rec, indent=1).encode())
@@ -284,9 +326,12 @@ def torch_threads(n: int):
     finally: torch.set_num_threads(before)
 
 # %% ../nbs/08_diagnose.ipynb #f14a5a87
-def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: str = "", progress: bool = True, dataset_options: dict | None = None) -> dict:
-    "Run every stage of `diag` into `out` (each saved as it ends; finished ones read back), then write its report; the summary."
-    folder, t0, started = writable_folder(out, "--out", "pass a folder you can write to"), time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
+def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: str = "", progress: bool = True,
+                 dataset_options: dict | None = None) -> dict:
+    """Run every stage of `diag` into `out` (each saved as it ends; finished ones read back), then write its report; the
+    summary."""
+    folder, t0, started = writable_folder(out, "--out",
+                                          "pass a folder you can write to"), time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
     ws = Workspace(diag, cache_dir, device, dataset_options=dataset_options, progress=progress)
     stages = stages_of(diag)
     bar = tqdm(stages, desc=diag.name, unit="stage", disable=not progress)
@@ -295,12 +340,16 @@ def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: s
         run_stage(ws, s, folder / s.name)
     before = read_json(folder / "summary.json").get("towers", {})
     identity = lambda m, w: ("random-init, seed 0" if w == "random" else weights_digest(w) if Path(w).expanduser().exists()
-                             else ws.loaded_weights(m) or before.get(m, {}).get("digest", "published (not loaded in this run)"))
-    info = dict(encoder=diag.name, towers={m: dict(encoder=n, weights=w, digest=identity(m, w)) for m, (n, w) in diag.towers.items()},
+                             else ws.loaded_weights(m) or before.get(m, {}).get("digest", "published (not loaded in "
+                                                                                          "this run)"))
+    info = dict(encoder=diag.name,
+                towers={m: dict(encoder=n, weights=w, digest=identity(m, w)) for m, (n, w) in diag.towers.items()},
                 datasets=list(diag.datasets), budget=diag.budget.name, n_pairs=diag.n_pairs, command=command, version=__version__,
-                torch=torch.__version__, machine=f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} threads",
+                torch=torch.__version__, machine=f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} "
+                                                 f"threads",
                 device=str(resolve_device(device)), started=started, finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                wall_seconds=round(time.perf_counter() - t0, 1), stage_seconds=round(sum(s.seconds for s in stages), 1))   # stages read back count their first run
+                # stages read back count their first run
+                wall_seconds=round(time.perf_counter() - t0, 1), stage_seconds=round(sum(s.seconds for s in stages), 1))
     return write_report(info, stages, folder)
 
 # %% ../nbs/08_diagnose.ipynb #db12856c
@@ -309,7 +358,8 @@ def default_embedding_cache() -> Path:
     from binding_nb.datasets.core import default_cache_dir
     return default_cache_dir().parent / "embeddings"
 
-def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
+def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "default",
+              datasets: Sequence[str] | None = None, text_encoder: str | None = None,
               text_pretrained: str | None = None, budget_name: str = "default", n_pairs: int | None = None,
               pug_root=None) -> list[Diagnosis]:
     """Every encoder's `diagnosis`, with `pretrained` one value for all or one per encoder, and the PUG:SPARE folder
@@ -318,8 +368,11 @@ def diagnoses(encoders: Sequence[str], pretrained: Sequence[str] | str = "defaul
     if not encoders: raise ValueError("no encoder to diagnose: name one, e.g. st:all-MiniLM-L6-v2")
     weights = [pretrained] * len(encoders) if isinstance(pretrained, str) else list(pretrained)
     if len(weights) == 1: weights *= len(encoders)
-    if len(weights) != len(encoders): raise ValueError(f"--pretrained gives {len(weights)} weights for {len(encoders)} encoders: give one for all, or one per encoder")
-    diags = [diagnosis(e, w, datasets, text_encoder, text_pretrained, budget_name, n_pairs) for e, w in zip(encoders, weights)]
+    if len(weights) != len(encoders):
+        raise ValueError(f"--pretrained gives {len(weights)} weights for {len(encoders)} encoders: give one for all, "
+                         f"or one per encoder")
+    diags = [diagnosis(e, w, datasets, text_encoder, text_pretrained, budget_name, n_pairs) for e, w in zip(encoders,
+                                                                                                            weights)]
     if len({d.name for d in diags}) < len(diags): raise ValueError(f"an encoder is named twice in {encoders}")
     if any("pug_spare" in d.datasets for d in diags): check_pug_root(pug_root)
     return diags
@@ -334,7 +387,8 @@ def adopt_old_folder(folder: Path, d: Diagnosis) -> Path:
     if same: old.rename(new)
     return new
 
-def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default", datasets: Sequence[str] | None = None, text_encoder: str | None = None,
+def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default",
+             datasets: Sequence[str] | None = None, text_encoder: str | None = None,
              text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None, cache_dir="default", device="auto",
              pug_root=None, command: str | None = None, progress: bool = True) -> pd.DataFrame:
     """Diagnose each of `encoders` into `out/<encoder>_<hash>/` (report.md, report.html, tables, summary.json), then
@@ -366,7 +420,8 @@ def refused(command: str):
 
 @call_parse
 def diagnose_cli(
-    encoders: Param("encoders: openclip:<arch>, hf:<model id or folder>, st:<name or folder>", str, nargs="+", opt=False),
+    encoders: Param("encoders: openclip:<arch>, hf:<model id or folder>, st:<name or folder>", str, nargs="+",
+                    opt=False),
     pretrained: Param("weights, one for all or one per encoder: 'default' (published), 'random' (the random-init twin), a tag or a local path", str, nargs="+") = "default",
     datasets: Param("datasets by name: clevr2d, clevr3d, text, pug_spare, ... (default: clevr2d for an image tower, text for a text tower)", str, nargs="+") = None,
     text_encoder: Param("the text tower of a dual encoder (openclip: its own, by default)", str) = None,
@@ -386,7 +441,8 @@ def diagnose_cli(
         resolve_device(device)
         if cache_dir not in ("none", "default"): check_cache_dir(cache_dir)
         writable_folder(out, "--out", "pass a folder you can write to")
-    board = diagnose(encoders, out, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs, None if cache_dir == "none" else cache_dir,
+    board = diagnose(encoders, out, pretrained, datasets, text_encoder, text_pretrained, budget, n_pairs,
+                     None if cache_dir == "none" else cache_dir,
                      device, pug_root, "binding_nb diagnose " + shlex.join(sys.argv[1:]), not quiet)
     print(markdown_table(board.drop(columns="report")))
     if failed := board.attrs.get("failed"):
@@ -404,7 +460,8 @@ def leaderboard_cli(paths: Param("report folders or summary.json files", str, na
 COMMANDS = {"diagnose": diagnose_cli, "leaderboard": leaderboard_cli}
 
 def _underscored(arg: str) -> str:
-    "An option as fastcore's parser names it: `--text-encoder=x` reads as `--text_encoder=x`; other arguments unchanged."
+    """An option as fastcore's parser names it: `--text-encoder=x` reads as `--text_encoder=x`; other arguments
+    unchanged."""
     if not arg.startswith("--"): return arg
     name, eq, value = arg[2:].partition("=")
     return "--" + name.replace("-", "_") + eq + value
@@ -412,8 +469,8 @@ def _underscored(arg: str) -> str:
 def main() -> None:
     "The `binding_nb` console command: `binding_nb diagnose ...` or `binding_nb leaderboard ...`."
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print("usage: binding_nb {diagnose,leaderboard} ...\n  diagnose     diagnose encoders (binding_nb diagnose -h)\n"
-              "  leaderboard  rebuild a leaderboard from reports (binding_nb leaderboard -h)")
+        print("usage: binding_nb {diagnose,leaderboard} ...\n  diagnose     diagnose encoders (binding_nb diagnose "
+              "-h)\n  leaderboard  rebuild a leaderboard from reports (binding_nb leaderboard -h)")
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
     sys.argv[0] = f"binding_nb {name}"

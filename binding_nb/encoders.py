@@ -20,12 +20,14 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-with warnings.catch_warnings():   # transformers and sentence-transformers import tqdm.auto, which warns in a notebook without ipywidgets
+# transformers and sentence-transformers import tqdm.auto, which warns in a notebook without ipywidgets
+with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="IProgress not found")
     importlib.import_module("tqdm.auto")
 
 from .utils import UnknowableCallable, safe_reason, callable_identity, file_signature, fingerprint, resolve_device
-from .weights import (hub_offline, looks_like_path, _check_weights_file, _check_weights_folder, _existing, _is_local, _load_failure,
+from .weights import (hub_offline, looks_like_path, _check_weights_file, _check_weights_folder, _existing,
+                                _is_local, _load_failure,
                       _pretrained_choice, _read_config, _weights_error)
 
 # %% auto #0
@@ -36,7 +38,8 @@ __all__ = ['ENCODER_PREFIXES', 'ImagePreprocess', 'Encoder', 'as_encoder', 'buil
 # %% ../nbs/02_encoders.ipynb #ef188756
 @dataclass(frozen=True)
 class ImagePreprocess:
-    "Batched image preprocessing: resize (shorter side to `resize`, or both sides with `resize_mode='squash'`), centre-crop `crop`, normalise."
+    """Batched image preprocessing: resize (shorter side to `resize`, or both sides with `resize_mode='squash'`),
+    centre-crop `crop`, normalise."""
     resize: int                             # target of the resize step, pixels
     crop: int                               # side of the centre crop, pixels
     mean: tuple[float, float, float]        # per-channel mean of the [0, 1]-scaled image
@@ -75,7 +78,8 @@ class ImagePreprocess:
         return (x * scale - shift).contiguous()
 
     def __call__(self, images: Sequence[Image.Image]) -> torch.Tensor:
-        "PIL images (any sizes and modes) -> `float32` `[n, 3, crop, crop]`; images of one size are transformed together."
+        """PIL images (any sizes and modes) -> `float32` `[n, 3, crop, crop]`; images of one size are transformed
+        together."""
         arrays = [np.asarray(im if im.mode == "RGB" else im.convert("RGB")) for im in images]
         shapes = sorted({a.shape for a in arrays})
         if len(shapes) == 1: return self.transform(torch.from_numpy(np.stack(arrays)))
@@ -98,10 +102,12 @@ class Encoder:
     forward: Callable[[Any], torch.Tensor | np.ndarray] = field(repr=False)  # model inputs -> [n, dim]
     device: str = "cpu"
     model: Any = field(default=None, repr=False)  # the underlying module, for inspection
-    identify: Callable[[], str] | None = field(default=None, repr=False)  # a plain callable's: what it computes now (see `as_encoder`)
+    # a plain callable's: what it computes now (see `as_encoder`)
+    identify: Callable[[], str] | None = field(default=None, repr=False)
 
     def identity(self) -> dict:
-        "What the cache key is made of, apart from the data; `identify`, if set, completes `weights` (a ValueError when it cannot)."
+        """What the cache key is made of, apart from the data; `identify`, if set, completes `weights` (a ValueError
+        when it cannot)."""
         weights = self.weights if self.identify is None else f"{self.weights}:{self.identify()}"
         return dict(name=self.name, weights=weights, modality=self.modality, preprocess=self.preprocess)
 
@@ -122,22 +128,30 @@ def _as_embeddings(out, n: int, name: str) -> np.ndarray:
 def as_encoder(fn: Callable[[list], Any] | Encoder,  # a function items -> [n, d], or an `Encoder` (returned as is)
                name: str | None = None,             # defaults to the function's `__name__`
                modality: str | None = None,         # 'image', 'text' or None (inferred from the items)
-               weights: str | None = None) -> Encoder:  # your own cache key: change it whenever `fn` computes something else
-    "Wrap a callable `list -> np.ndarray` as an `Encoder`, cached under `weights` if given, else under what `fn` computes when the cache is used."
+               # your own cache key: change it whenever `fn` computes something else
+               weights: str | None = None) -> Encoder:
+    """Wrap a callable `list -> np.ndarray` as an `Encoder`, cached under `weights` if given, else under what `fn`
+    computes when the cache is used."""
     if isinstance(fn, Encoder): return fn
-    if not callable(fn): raise ValueError(f"expected an Encoder or a callable list -> np.ndarray, got {type(fn).__name__}")
-    if modality not in (None, "image", "text"): raise ValueError(f"modality must be 'image', 'text' or None, got {modality!r}")
+    if not callable(fn):
+        raise ValueError(f"expected an Encoder or a callable list -> np.ndarray, got {type(fn).__name__}")
+    if modality not in (None, "image", "text"):
+        raise ValueError(f"modality must be 'image', 'text' or None, got {modality!r}")
     if weights is not None and (not isinstance(weights, str) or not weights.strip()):
-        raise ValueError(f"weights must be a non-empty string that you change whenever the function computes something else, got {weights!r}")
+        raise ValueError(f"weights must be a non-empty string that you change whenever the function computes something "
+                         f"else, got {weights!r}")
     name = name or getattr(fn, "__name__", type(fn).__name__)
-    def identify() -> str:                                          # read when a cache key is made, so a global changed since counts
+    # read when a cache key is made, so a global changed since counts
+    def identify() -> str:
         try: return callable_identity(fn)
         except UnknowableCallable as e:
-            raise ValueError(f"cannot cache the embeddings of {name!r}: what it computes cannot be read from it ({e}). Pass your own "
-                             f"cache key as weights= to as_encoder, e.g. embed(as_encoder(fn, name={name!r}, weights='v1'), ...), and "
-                             f"change it whenever the function or its state changes; or pass cache_dir=None for no cache") from None
+            raise ValueError(f"cannot cache the embeddings of {name!r}: what it computes cannot be read from it ({e}). "
+                             f"Pass your own cache key as weights= to as_encoder, e.g. embed(as_encoder(fn, "
+                             f"name={name!r}, weights='v1'), ...), and change it whenever the function or its state "
+                             f"changes; or pass cache_dir=None for no cache") from None
     qualname = getattr(fn, "__qualname__", name)
-    return Encoder(name=name, modality=modality, weights=weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}", preprocess="callable",
+    return Encoder(name=name, modality=modality,
+                   weights=weights or f"callable:{getattr(fn, '__module__', '?')}.{qualname}", preprocess="callable",
                    dim=None, prepare=lambda items: items, forward=fn, identify=None if weights else identify)
 
 # %% ../nbs/02_encoders.ipynb #6d9f7d51
@@ -150,7 +164,8 @@ def build_seeded(seed: int, build: Callable[[], Any]) -> Any:
 # %% ../nbs/02_encoders.ipynb #091141d5
 @contextlib.contextmanager
 def quiet_loading():
-    "Silence the loaders' chatter (open_clip's 'initialized randomly' log, transformers' weight-loading bar) for a deliberate load."
+    """Silence the loaders' chatter (open_clip's 'initialized randomly' log, transformers' weight-loading bar) for a
+    deliberate load."""
     import transformers.utils.logging as tlog
     root_level, bar = logging.root.level, tlog.is_progress_bar_enabled()
     logging.root.setLevel(logging.ERROR); tlog.disable_progress_bar()
@@ -165,7 +180,8 @@ def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
     repo = (cfg.get("hf_hub") or "").strip("/")
     if not repo: return None
     from huggingface_hub import try_to_load_from_cache
-    names = [repo.split("/", 2)[2]] if repo.count("/") >= 2 else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+    names = [repo.split("/", 2)[2]] if repo.count("/") >= 2 else ["open_clip_model.safetensors",
+                                                                  "open_clip_pytorch_model.bin"]
     repo = "/".join(repo.split("/")[:2])
     for fname in names:
         hit = try_to_load_from_cache(repo, fname)
@@ -175,10 +191,12 @@ def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
 _OPENCLIP_ADVICE = "pass an existing checkpoint file, a tag such as 'openai', or pretrained=None for the random-init twin"
 
 def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
-    "What `pretrained` asks of `openclip:<arch>`, checked without loading anything: ('random', None), ('file', path) or ('tag', (tag, cfg, cached file or None))."
+    """What `pretrained` asks of `openclip:<arch>`, checked without loading anything: ('random', None), ('file', path)
+    or ('tag', (tag, cfg, cached file or None))."""
     import open_clip
     if arch not in open_clip.list_models():
-        raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models(), e.g. 'ViT-B-32', 'ViT-B-16', 'RN50'")
+        raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models(), e.g. 'ViT-B-32', "
+                         f"'ViT-B-16', 'RN50'")
     name, choice = f"openclip:{arch}", _pretrained_choice(pretrained)
     if choice is None: return "random", None
     tag = "openai" if choice is True else choice
@@ -192,20 +210,24 @@ def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
         raise ValueError(f"{name} has no pretrained tag {tag!r}; tags: {open_clip.list_pretrained_tags_by_model(arch)}")
     local = _openclip_checkpoint_from_cache(cfg)   # a published checkpoint already downloaded: it must be whole too
     if local is not None:
-        _check_weights_file(Path(local), f"{name} ({tag})", "remove it from the Hugging Face cache so that it is downloaded again, "
+        _check_weights_file(Path(local), f"{name} ({tag})", "remove it from the Hugging Face cache so that it is "
+                                                            "downloaded again, "
                             "or pass a local checkpoint file, or pretrained=None for the random-init twin")
     return "tag", (tag, cfg, local)
 
 def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -> tuple[Any, str]:
-    "The open_clip model of `_openclip_source`'s (`kind`, `source`) and its `weights` string: the seeded random twin, a local checkpoint, or a pretrained tag."
+    """The open_clip model of `_openclip_source`'s (`kind`, `source`) and its `weights` string: the seeded random twin,
+    a local checkpoint, or a pretrained tag."""
     import open_clip
     name = f"openclip:{arch}"
     if kind == "random":
-        with quiet_loading(): model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None, force_quick_gelu=quick_gelu))
+        with quiet_loading():
+            model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None, force_quick_gelu=quick_gelu))
         return model, f"random-init-seed{seed}"
     if kind == "file":
         try: model = open_clip.create_model(arch, pretrained=str(source), force_quick_gelu=quick_gelu)
-        except Exception as e: raise _load_failure(source, name, e, _OPENCLIP_ADVICE) from None   # torch's own message advises an unsafe load
+        # torch's own message advises an unsafe load
+        except Exception as e: raise _load_failure(source, name, e, _OPENCLIP_ADVICE) from None
         return model, f"{file_signature(source)}{'-quickgelu' if quick_gelu else ''}"
     tag, cfg, local = source
     example = f"load_encoder('{name}', pretrained='/path/to/open_clip_model.safetensors')"
@@ -216,25 +238,31 @@ def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -
 
 def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "openai", modality: str = "image",
                   device: str = "auto", seed: int = 0,
-                  quick_gelu: bool | None = None,  # None: as the arch's 'openai' tag (random twin, local files); tags set their own
+                  # None: as the arch's 'openai' tag (random twin, local files); tags set their own
+                  quick_gelu: bool | None = None,
                   ) -> Encoder:
     "CLIP image or text tower from `open_clip`; `pretrained=None` gives the seeded random-init twin."
     import open_clip
-    kind, source = _openclip_source(arch, pretrained)      # the architecture, and any local file, checked before anything is built
-    if modality not in ("image", "text"): raise ValueError(f"openclip modality must be 'image' or 'text', got {modality!r}")
+    # the architecture, and any local file, checked before anything is built
+    kind, source = _openclip_source(arch, pretrained)
+    if modality not in ("image", "text"):
+        raise ValueError(f"openclip modality must be 'image' or 'text', got {modality!r}")
     device, name = str(resolve_device(device)), f"openclip:{arch}"
-    if quick_gelu is None: quick_gelu = bool((open_clip.get_pretrained_cfg(arch, "openai") or {}).get("quick_gelu", False))
+    if quick_gelu is None:
+        quick_gelu = bool((open_clip.get_pretrained_cfg(arch, "openai") or {}).get("quick_gelu", False))
     model, weights = _openclip_model(arch, kind, source, seed, quick_gelu)
     model = model.eval().to(device)
     dim = int(model.visual.output_dim)
     if modality == "text":
         tokenizer = open_clip.get_tokenizer(arch)
-        return Encoder(name, "text", weights, f"open_clip.get_tokenizer({arch})", dim, prepare=lambda texts: tokenizer(texts),
+        return Encoder(name, "text", weights, f"open_clip.get_tokenizer({arch})", dim,
+                       prepare=lambda texts: tokenizer(texts),
                        forward=lambda t: model.encode_text(t.to(device)), device=device, model=model)
     c = model.visual.preprocess_cfg
     size = c["size"] if isinstance(c["size"], int) else int(c["size"][0])
     mode = c.get("resize_mode", "shortest")
-    if mode not in ("shortest", "squash"): raise ValueError(f"{name}: resize_mode {mode!r} is not supported by ImagePreprocess")
+    if mode not in ("shortest", "squash"):
+        raise ValueError(f"{name}: resize_mode {mode!r} is not supported by ImagePreprocess")
     pre = ImagePreprocess(size, size, tuple(c["mean"]), tuple(c["std"]), c.get("interpolation", "bicubic"), mode)
     return Encoder(name, "image", weights, pre.describe(), dim, prepare=pre,
                    forward=lambda x: model.encode_image(x.to(device)), device=device, model=model)
@@ -272,7 +300,8 @@ def pool_tokens(hidden: torch.Tensor,                # hidden states [b, tokens,
 
 # %% ../nbs/02_encoders.ipynb #06bdfa53
 _IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-_DINOV2_SIZES = {"small": dict(hidden_size=384, num_attention_heads=6), "base": dict(hidden_size=768, num_attention_heads=12),
+_DINOV2_SIZES = {"small": dict(hidden_size=384, num_attention_heads=6),
+                 "base": dict(hidden_size=768, num_attention_heads=12),
                  "large": dict(hidden_size=1024, num_attention_heads=16, num_hidden_layers=24)}
 
 def _builtin_hf(ident: str):
@@ -286,9 +315,11 @@ def _builtin_hf(ident: str):
 _HF_ADVICE = "pass a folder that save_pretrained wrote (config.json and the weights), or pretrained=None for the random-init twin"
 
 def _hf_source(ident: str, pretrained) -> tuple[str, bool]:
-    "Where `hf:<ident>` loads from, and whether that is a local folder; a local folder is checked (config.json, weights files) without loading."
+    """Where `hf:<ident>` loads from, and whether that is a local folder; a local folder is checked (config.json,
+    weights files) without loading."""
     name, choice = f"hf:{ident}", _pretrained_choice(pretrained)
-    local = choice if isinstance(choice, str) else ident if _is_local(ident) else None   # a local folder in `pretrained` overrides the id
+    # a local folder in `pretrained` overrides the id
+    local = choice if isinstance(choice, str) else ident if _is_local(ident) else None
     if local is None: return ident, False
     folder = _existing(local, name, "folder", _HF_ADVICE)
     _read_config(folder, name, _HF_ADVICE)
@@ -307,14 +338,16 @@ def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | No
     builtin = _builtin_hf(ident)  # (config, preprocessing) written in code, for well-known ids
     try: config = AutoConfig.from_pretrained(src, local_files_only=offline)
     except OSError as e:
-        if builtin is None or not random: raise _weights_error(name, example, "its config.json is not available either") from e
+        if builtin is None or not random:
+            raise _weights_error(name, example, "its config.json is not available either") from e
         config = builtin[0]
     if hasattr(config, "vision_config") and hasattr(config, "text_config"):
         raise ValueError(f"{name} pairs a vision and a text tower; load CLIP-style models with 'openclip:<arch>'")
     modality = modality or ("image" if hasattr(config, "num_channels") else "text")
     if modality not in ("image", "text"): raise ValueError(f"modality must be 'image' or 'text', got {modality!r}")
     pooling = pooling or ("cls" if modality == "image" else "mean")
-    if pooling not in ("cls", "mean", "pooler"): raise ValueError(f"pooling must be 'cls', 'mean' or 'pooler', got {pooling!r}")
+    if pooling not in ("cls", "mean", "pooler"):
+        raise ValueError(f"pooling must be 'cls', 'mean' or 'pooler', got {pooling!r}")
     if random:
         model = build_seeded(seed, lambda: AutoModel.from_config(config))
         weights = f"random-init-seed{seed}-config{fingerprint(config.to_json_string(use_diff=False), length=12)}"
@@ -328,9 +361,11 @@ def load_hf(ident: str, pretrained: str | bool | None = True, modality: str | No
         weights = file_signature(src) if is_dir else f"hf:{ident}@{getattr(config, '_commit_hash', None) or 'unknown'}"
     model, dim = model.eval().to(device), int(getattr(config, "hidden_size", 0)) or None
     def forward(inputs) -> torch.Tensor:  # pixels [b, 3, h, w], or the tokenizer's dict
-        batch = {k: v.to(device) for k, v in (inputs if isinstance(inputs, dict) else dict(pixel_values=inputs)).items()}
+        batch = {k: v.to(device) for k, v in (inputs if isinstance(inputs,
+                                                                   dict) else dict(pixel_values=inputs)).items()}
         out = model(**batch)
-        return pool_tokens(out.last_hidden_state, batch.get("attention_mask"), pooling, getattr(out, "pooler_output", None))
+        return pool_tokens(out.last_hidden_state, batch.get("attention_mask"), pooling,
+                           getattr(out, "pooler_output", None))
     if modality == "image":
         try: pre = preprocess_from_processor(AutoImageProcessor.from_pretrained(src, local_files_only=offline))
         except OSError as e:
@@ -358,9 +393,11 @@ _PACKAGED_ST = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 _ST_ADVICE = "pass a folder that SentenceTransformer.save wrote, or a name such as 'all-MiniLM-L6-v2'"
 
 def _st_folder_parts(folder: Path, name: str) -> list[Path]:
-    "The folders of an st: model folder whose weights files count (the folder and its modules); checks modules.json and config.json."
+    """The folders of an st: model folder whose weights files count (the folder and its modules); checks modules.json
+    and config.json."""
     if not (folder / "modules.json").is_file():
-        _read_config(folder, name, _ST_ADVICE, missing="has neither modules.json nor config.json")   # a plain transformers folder
+        # a plain transformers folder
+        _read_config(folder, name, _ST_ADVICE, missing="has neither modules.json nor config.json")
         return [folder]
     try: modules = json.loads((folder / "modules.json").read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
@@ -368,11 +405,13 @@ def _st_folder_parts(folder: Path, name: str) -> list[Path]:
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: it holds no list of modules; {_ST_ADVICE}")
     for m in modules:
-        if str(m.get("type", "")).rsplit(".", 1)[-1] == "Transformer": _read_config(folder / str(m.get("path", "")), name, _ST_ADVICE)
+        if str(m.get("type", "")).rsplit(".", 1)[-1] == "Transformer":
+            _read_config(folder / str(m.get("path", "")), name, _ST_ADVICE)
     return [folder, *[folder / str(m["path"]) for m in modules if m.get("path")]]
 
 def _st_source(ident: str, pretrained) -> tuple[str | None, str | None, bool]:
-    "(where `st:<ident>` loads from, its `weights` string if known, whether a local folder); None: the packaged MiniLM is not installed."
+    """(where `st:<ident>` loads from, its `weights` string if known, whether a local folder); None: the packaged MiniLM
+    is not installed."""
     name, choice = f"st:{ident}", _pretrained_choice(pretrained)
     local, weights = (choice if isinstance(choice, str) else None), None
     if local is None and ident.lower() in _PACKAGED_ST:
@@ -383,7 +422,8 @@ def _st_source(ident: str, pretrained) -> tuple[str | None, str | None, bool]:
     elif local is None and _is_local(ident): local = ident
     if local is None: return ident, None, False
     folder = _existing(local, name, "folder", _ST_ADVICE)
-    _check_weights_folder(_st_folder_parts(folder, name), name, _ST_ADVICE)   # the random twin is loaded from them too, then re-initialised
+    # the random twin is loaded from them too, then re-initialised
+    _check_weights_folder(_st_folder_parts(folder, name), name, _ST_ADVICE)
     return str(folder), weights, True
 
 def load_st(ident: str, pretrained: str | bool | None = True, modality: str | None = "text", device: str = "auto",
@@ -423,14 +463,17 @@ ENCODER_PREFIXES = ("openclip:", "hf:", "st:")
 def _encoder_name(name) -> tuple[str, str]:
     "('openclip' | 'hf' | 'st', the rest) of an encoder name; else an error listing the forms."
     if not isinstance(name, str) or not name.startswith(ENCODER_PREFIXES) or not name.split(":", 1)[1]:
-        raise ValueError(f"unknown encoder {name!r}: use 'openclip:<arch>' (e.g. 'openclip:ViT-B-32'), 'hf:<model id or local dir>' "
-                         f"(e.g. 'hf:facebook/dinov2-base'), 'st:<name or path>' (e.g. 'st:all-MiniLM-L6-v2'), "
-                         f"or pass a callable list -> np.ndarray")
+        raise ValueError(f"unknown encoder {name!r}: use 'openclip:<arch>' (e.g. 'openclip:ViT-B-32'), 'hf:<model id "
+                         f"or local dir>' (e.g. 'hf:facebook/dinov2-base'), 'st:<name or path>' (e.g. "
+                         f"'st:all-MiniLM-L6-v2'), or pass a callable list -> np.ndarray")
     prefix, ident = name.split(":", 1)
     return prefix, ident
 
-def load_encoder(name: str | Callable | Encoder,  # 'openclip:<arch>', 'hf:<id or dir>', 'st:<name or path>', or a callable
-                 pretrained: str | bool | None = True,  # True or 'default': the published weights ('openai' for openclip); a tag or a local path; None: random-init twin
+# 'openclip:<arch>', 'hf:<id or dir>', 'st:<name or path>', or a callable
+def load_encoder(name: str | Callable | Encoder,
+                 # True or 'default': the published weights ('openai' for openclip); a tag or a local path; None:
+                 # random-init twin
+                 pretrained: str | bool | None = True,
                  modality: str | None = None,  # 'image' or 'text' (default: image for openclip, from the config for hf)
                  device: str = "auto",         # 'auto' picks CUDA when available
                  seed: int = 0,                # seed of the random-init twin
@@ -449,7 +492,8 @@ def load_encoder(name: str | Callable | Encoder,  # 'openclip:<arch>', 'hf:<id o
 def check_weights(name: str,          # 'openclip:<arch>', 'hf:<id or dir>' or 'st:<name or path>'
                   pretrained=None,    # as for load_encoder: None/False, True/'default', a tag or a local path
                   ) -> None:
-    "Check, loading no model, that `load_encoder(name, pretrained)` can find its weights; missing published weights are not checked."
+    """Check, loading no model, that `load_encoder(name, pretrained)` can find its weights; missing published weights
+    are not checked."""
     prefix, ident = _encoder_name(name)
     if prefix == "openclip": _openclip_source(ident, pretrained)
     elif prefix == "hf": _hf_source(ident, pretrained)

@@ -38,7 +38,8 @@ def batch_masks(index: torch.Tensor,  # [n, ...] unit ids in [0, size), -1 for n
 
 # %% ../nbs/B6_in_batch.ipynb #b6000009
 def random_cap(mask: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
-    "`mask` `[B, U]` with a uniformly random `k` of each row's `True` entries kept (all of them when there are at most `k`)."
+    """`mask` `[B, U]` with a uniformly random `k` of each row's `True` entries kept (all of them when there are at most
+    `k`)."""
     keys = torch.rand(mask.shape, generator=generator, device=mask.device).where(mask, -1.0)
     top = keys.topk(min(k, mask.shape[1]), -1).indices
     return torch.zeros_like(mask).scatter(1, top, True) & mask
@@ -52,7 +53,8 @@ def padded_lists(mask: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/B6_in_batch.ipynb #b600000c
 def random_attribute_swaps(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator,
-                           swaps_per_scene: int = 1, check: bool = True,  # False: scenes known to be valid (no host sync)
+                           # False: scenes known to be valid (no host sync)
+                           swaps_per_scene: int = 1, check: bool = True,
                            ) -> torch.Tensor:  # [n, swaps_per_scene] object ids, -1 where none
     "Per scene, `swaps_per_scene` objects: slot `i1` with concept `c` taken from slot `i2 != i1` (random); -1 for 1-object scenes."
     if check: scenes = torch.as_tensor(check_scenes(space, scenes))
@@ -70,7 +72,8 @@ def random_attribute_swaps(space: ConceptSpace, scenes: torch.Tensor, generator:
 def _object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene) -> torch.Tensor:
     "Each batch's object candidates `[n_batches, K]`."
     present = random_cap(batch_masks(space.object_ids(scenes), space.n_objects, batch_size), max_candidates, generator)
-    swaps = batch_masks(random_attribute_swaps(space, scenes, generator, swaps_per_scene, check=False), space.n_objects, batch_size)
+    swaps = batch_masks(random_attribute_swaps(space, scenes, generator, swaps_per_scene, check=False),
+                        space.n_objects, batch_size)
     return padded_lists(present | swaps)
 
 def _per_scene(lists: torch.Tensor, n: int, batch_size: int) -> torch.Tensor:
@@ -82,7 +85,8 @@ def in_batch_object_candidates(space: ConceptSpace, scenes: torch.Tensor, genera
     "Each scene's object candidates: its batch's distinct objects (a random `max_candidates` if more) and attribute swaps."
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
-    return _per_scene(_object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene), len(scenes), batch_size)
+    return _per_scene(_object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene),
+                      len(scenes), batch_size)
 
 # %% ../nbs/B6_in_batch.ipynb #b6000012
 def _value_lists(space, scenes, generator, batch_size, max_candidates) -> torch.Tensor:
@@ -91,8 +95,10 @@ def _value_lists(space, scenes, generator, batch_size, max_candidates) -> torch.
     return padded_lists(random_cap(present, max_candidates, generator))
 
 def in_batch_value_candidates(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator,
-                              batch_size: int = 512, max_candidates: int = 64) -> torch.Tensor:  # [n, K] value indices, -1 padding
-    "Each scene's concept-value candidates: its batch's distinct values (global index), a random `max_candidates` if more."
+                              # [n, K] value indices, -1 padding
+                              batch_size: int = 512, max_candidates: int = 64) -> torch.Tensor:
+    """Each scene's concept-value candidates: its batch's distinct values (global index), a random `max_candidates` if
+    more."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, _ = _settings(batch_size, max_candidates)
     return _per_scene(_value_lists(space, scenes, generator, batch_size, max_candidates), len(scenes), batch_size)
@@ -129,7 +135,8 @@ def in_batch_correct(scores: torch.Tensor,    # [n, K] each scene's scores of it
 def in_batch_accuracy(correct: torch.Tensor,  # [n] bool, or the probability each scene is right
                       active: torch.Tensor,   # [n] bool
                       batch_size: int = 512) -> float:
-    "Mean over batches (those with an active scene) of the mean correctness of their active scenes; nan when none is active."
+    """Mean over batches (those with an active scene) of the mean correctness of their active scenes; nan when none is
+    active."""
     batch_size = _settings(batch_size)[0]
     if correct.ndim != 1 or active.shape != correct.shape:
         raise ValueError(f"correct and active must both be [n], got {tuple(correct.shape)} and {tuple(active.shape)}")
@@ -146,8 +153,10 @@ def _bag_one_size(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.T
     agree = (in_guess == object_positive(space, scenes, candidates)[:, None]).all(-1)  # S ∩ cand == P ∩ cand
     return (agree & distinct).sum(-1).double() / distinct.sum(-1)
 
-def bag_of_concepts_in_batch(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:  # [n] float64
-    "Per scene, the chance that a uniform guess among its consistent object sets agrees with the truth on `candidates` `[n, K]`; scenes of each size on their own."
+# [n] float64
+def bag_of_concepts_in_batch(space: ConceptSpace, scenes: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """Per scene, the chance that a uniform guess among its consistent object sets agrees with the truth on `candidates`
+    `[n, K]`; scenes of each size on their own."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     _check_candidates(scenes, candidates)
     sizes, out = scene_sizes(scenes), torch.empty(len(scenes), dtype=torch.float64, device=scenes.device)
@@ -172,7 +181,8 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
                          by_size: bool = False, baseline: bool = True) -> dict[str, float]:
     """The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same candidates;
     `by_size`: object recognition also of the one-object scenes (`object_acc_in_batch_single`) and of the others (`_multi`),
-    each scored among the candidates of its whole batch; `baseline` False: the accuracies alone (the same numbers, sooner:
+    each scored among the candidates of its whole batch; `baseline` False: the accuracies alone (the same numbers,
+                                                                                                 sooner:
     the baseline does not depend on the embeddings)."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
@@ -183,20 +193,26 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
     as_tensor = lambda e: e.to(dev) if isinstance(e, torch.Tensor) else torch.as_tensor(e, dtype=torch.float32,
                                                                                              device=dev)
     scene_emb, value_emb, object_emb = map(as_tensor, embs)                       # numpy arrays too
-    for name, e, rows in [("scene_emb", scene_emb, n), ("value_emb", value_emb, space.n_values), ("object_emb", object_emb, space.n_objects)]:
+    for name, e, rows in [("scene_emb", scene_emb, n), ("value_emb", value_emb, space.n_values),
+                          ("object_emb", object_emb, space.n_objects)]:
         if e.ndim != 2 or len(e) != rows or e.shape[1] != scene_emb.shape[-1]:
-            raise ValueError(f"{name} must be [{rows}, d] with scene_emb's d={scene_emb.shape[-1]}, got {tuple(e.shape)}")
+            raise ValueError(f"{name} must be [{rows}, d] with scene_emb's d={scene_emb.shape[-1]}, got "
+                             f"{tuple(e.shape)}")
     out = {}
     for kind, lists, emb, positive in [
             ("concept", _value_lists(space, scenes, generator, batch_size, max_candidates), value_emb, value_positive),
-            ("object", _object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene), object_emb, object_positive)]:
+            ("object", _object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene),
+             object_emb, object_positive)]:
         cand = _per_scene(lists, n, batch_size)
-        correct, active = in_batch_correct(_batch_scores(scene_emb, emb, lists, batch_size), positive(space, scenes, cand), cand >= 0)
+        correct, active = in_batch_correct(_batch_scores(scene_emb, emb, lists, batch_size),
+                                           positive(space, scenes, cand), cand >= 0)
         out[f"{kind}_acc_in_batch"] = in_batch_accuracy(correct, active, batch_size)
     if by_size:
         single = scene_sizes(scenes) == 1
         out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size)
                 for part, mask in (("single", single), ("multi", ~single))}
     # the baseline on the object candidates (`cand`, `active` of the last pass)
-    if baseline: out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag_of_concepts_in_batch(space, scenes, cand), active, batch_size)
+    if baseline:
+        out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag_of_concepts_in_batch(space, scenes, cand), active,
+                                                                batch_size)
     return out

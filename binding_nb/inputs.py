@@ -41,7 +41,8 @@ class QueryTower(Protocol):
 
 @dataclass(frozen=True)
 class InputKind:
-    "What a scene tower reads: a builder of a config's (scene, query) towers, and the class of the kind's settings (None: it has none)."
+    """What a scene tower reads: a builder of a config's (scene, query) towers, and the class of the kind's settings
+    (None: it has none)."""
     name: str
     towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]]
     settings: type | None = None
@@ -49,14 +50,19 @@ class InputKind:
     def settings_of(self, given) -> object | None:
         "The kind's settings from `given`: its settings object, a dict of settings, or None (the defaults)."
         if self.settings is None:
-            if given: raise ValueError(f"inputs {self.name!r} take no settings, got input_settings={given!r}: leave input_settings None")
+            if given:
+                raise ValueError(f"inputs {self.name!r} take no settings, got input_settings={given!r}: leave "
+                                 f"input_settings None")
             return None
         if isinstance(given, self.settings): return given
         if given is None: return self.settings()
         if is_dataclass(given): given = asdict(given)
-        if not isinstance(given, dict): raise ValueError(f"input_settings of {self.name!r} inputs must be a dict or a {self.settings.__name__}, got {given!r}")
+        if not isinstance(given, dict):
+            raise ValueError(f"input_settings of {self.name!r} inputs must be a dict or a {self.settings.__name__}, "
+                             f"got {given!r}")
         if unknown := sorted(set(given) - {f.name for f in fields(self.settings)}):
-            raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are {[f.name for f in fields(self.settings)]}")
+            raise ValueError(f"{self.name!r} inputs have no settings {unknown}: their settings are "
+                             f"{[f.name for f in fields(self.settings)]}")
         return self.settings(**given)
     def label(self, settings) -> str:
         "The kind in a few characters, for tables and figures: its settings' `label()` if they have one, else its name."

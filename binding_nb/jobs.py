@@ -28,7 +28,8 @@ __all__ = ['EXECUTORS', 'STATES', 'SweepJob', 'make_executor', 'run_states', 'ru
 
 # %% ../nbs/05b_cluster.ipynb #c4c086a1
 class SweepJob(submitit.helpers.Checkpointable):
-    "One run of a coverage sweep as a submitit job: `run_one`; requeued, to resume from its checkpoint, when preempted or out of time."
+    """One run of a coverage sweep as a submitit job: `run_one`; requeued, to resume from its checkpoint, when preempted
+    or out of time."""
     def __init__(self, cfg: RunConfig, output_dir: str | Path):
         self.cfg, self.output_dir = cfg, str(Path(output_dir).absolute())   # jobs may start in another folder
 
@@ -45,23 +46,27 @@ EXECUTORS = ("none", "local", "slurm")
 
 def make_executor(kind: str, folder: str | Path, partition: str = "", gpus: int = 1, time_min: int = 120,
                   max_parallel: int = 32, options: dict | str | None = None) -> submitit.AutoExecutor | None:
-    "A submitit executor for `submit_sweep`: `None` for 'none' (in this process), local processes for 'local', a Slurm job array for 'slurm'."
+    """A submitit executor for `submit_sweep`: `None` for 'none' (in this process), local processes for 'local', a Slurm
+    job array for 'slurm'."""
     kind = str(kind).strip().lower()
     if kind not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
     gpus = whole_number(gpus, "slurm_gpus (GPUs per job)", low=0)
     time_min = whole_number(time_min, "slurm_time (minutes per job)", low=1)
     max_parallel = whole_number(max_parallel, "max_parallel (jobs at once)", low=1)
-    try: options = ast.literal_eval(options) if isinstance(options, str) else options or {}   # -p passes the dict as text
+    # -p passes the dict as text
+    try: options = ast.literal_eval(options) if isinstance(options, str) else options or {}
     except (ValueError, SyntaxError): options = None
     if not isinstance(options, dict):
-        raise ValueError("slurm_options must be a dict of submitit Slurm options, such as {'account': 'lab', 'cpus_per_task': 8}")
+        raise ValueError("slurm_options must be a dict of submitit Slurm options, such as {'account': 'lab', "
+                         "'cpus_per_task': 8}")
     if kind == "none": return None
     if kind == "slurm" and submitit.SlurmExecutor.affinity() < 0:
-        raise ValueError("executor 'slurm' needs Slurm, and there is no srun command here: run the notebook where jobs can be "
-                         "submitted (a login node of the cluster), or pass executor 'local' or 'none'")
+        raise ValueError("executor 'slurm' needs Slurm, and there is no srun command here: run the notebook where jobs "
+                         "can be submitted (a login node of the cluster), or pass executor 'local' or 'none'")
     ex = submitit.AutoExecutor(folder=folder, cluster=kind)
     try:
-        ex.update_parameters(name="binding_nb", timeout_min=time_min, local_gpus_per_node=gpus, slurm_gpus_per_task=gpus or None,
+        ex.update_parameters(name="binding_nb", timeout_min=time_min, local_gpus_per_node=gpus,
+                             slurm_gpus_per_task=gpus or None,
                              slurm_partition=partition or None, slurm_array_parallelism=max_parallel,
                              **{f"slurm_{k}": v for k, v in options.items()})
     except (NameError, ValueError, TypeError, AssertionError) as e:
@@ -70,7 +75,8 @@ def make_executor(kind: str, folder: str | Path, partition: str = "", gpus: int 
 
 # %% ../nbs/05b_cluster.ipynb #7f5c00b4
 STATES = ("finished", "diverged", "in flight", "failed", "not submitted")
-_JOBS: dict[tuple[str, str], submitit.Job] = {}      # the jobs this process submitted or asked Slurm about, by (folder, id)
+# the jobs this process submitted or asked Slurm about, by (folder, id)
+_JOBS: dict[tuple[str, str], submitit.Job] = {}
 
 def _record_path(out: Path, cfg: RunConfig) -> Path: return out / "jobs" / f"{cfg.run_name()}.json"
 
@@ -103,10 +109,12 @@ def _in_flight(rec: dict) -> bool:
         return _process_alive(rec["job_id"]) and not JobPaths(rec["folder"], rec["job_id"]).result_pickle.exists()
     return not (job or _slurm_job(rec)).done()
 
-def _lock_path(out: Path, cfg: RunConfig) -> Path: return Path(f"{run_checkpoint(out, cfg)}.lock")   # the lock run_one trains under
+# the lock run_one trains under
+def _lock_path(out: Path, cfg: RunConfig) -> Path: return Path(f"{run_checkpoint(out, cfg)}.lock")
 
 def _lock_held(out: Path, cfg: RunConfig) -> bool:
-    "Whether a live process trains the run: holds its checkpoint lock (the system frees the lock of a process that ended)."
+    """Whether a live process trains the run: holds its checkpoint lock (the system frees the lock of a process that
+    ended)."""
     path = _lock_path(out, cfg)
     if not path.exists(): return False
     try:
@@ -114,8 +122,10 @@ def _lock_held(out: Path, cfg: RunConfig) -> bool:
     except Timeout: return True
 
 def _held_by(rec: dict | None, path: Path) -> str:
-    who = (f"job {rec['job_id']} has ended, yet a live process holds the run's checkpoint lock {path}: the job's worker trains on "
-           "without its controller" if rec else f"a live process holds the run's checkpoint lock {path}: another notebook or script "
+    who = (f"job {rec['job_id']} has ended, yet a live process holds the run's checkpoint lock {path}: the job's "
+           "worker trains on without its controller" if rec else f"a live process holds the run's checkpoint lock "
+                                                                 f"{path}: another "
+                                                f"notebook or script "
            "trains the run")
     return f"{who}; not resubmitted (rerun once it ends: its row is collected then)"
 
@@ -129,13 +139,16 @@ def _failure(rec: dict) -> str:
     return f"the job ended without a result{state}: killed, out of memory, lost with its node, or out of time with no requeue left"
 
 def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = True) -> pd.DataFrame:
-    "Where each run of a sweep stands (one of `STATES`), with its job's id and log, and why it failed or trains with no job. `refresh`: ask Slurm now."
+    """Where each run of a sweep stands (one of `STATES`), with its job's id and log, and why it failed or trains with
+    no job. `refresh`: ask Slurm now."""
     out = Path(output_dir)
     recs = [_read_record(out, c) for c in cfgs]
     slurm = [_slurm_job(r) for r in recs if r is not None and r["cluster"] == "slurm"]
     if refresh and slurm: submitit.SlurmJob.watcher.update()          # one sacct call for all of them
-    flying = [r is not None and _in_flight(r) for r in recs]            # before the table: a job that ends meanwhile has its row
-    held = [not fly and _lock_held(out, c) for c, fly in zip(cfgs, flying)]   # an orphaned worker, or a process of its own
+    # before the table: a job that ends meanwhile has its row
+    flying = [r is not None and _in_flight(r) for r in recs]
+    # an orphaned worker, or a process of its own
+    held = [not fly and _lock_held(out, c) for c, fly in zip(cfgs, flying)]
     table = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(out))
     rows = []
     for cfg, rec, fly, lock in zip(cfgs, recs, flying, held):
@@ -143,14 +156,16 @@ def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = Tr
         state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly or lock
                  else "failed" if rec is not None else "not submitted")
         reason = _failure(rec) if state == "failed" else _held_by(rec, _lock_path(out, cfg)) if state == "in flight" and lock else ""
-        rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "", log=rec["log"] if rec else "",
+        rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "",
+                         log=rec["log"] if rec else "",
                          reason=reason))
     return pd.DataFrame(rows, columns=["run", "state", "job_id", "log", "reason"])
 
 # %% ../nbs/05b_cluster.ipynb #0cb4754b
 def _cluster(executor) -> str:
     if not isinstance(executor, submitit.Executor):
-        raise TypeError(f"executor must be None or a submitit executor (make_executor builds one), got {type(executor).__name__}")
+        raise TypeError(f"executor must be None or a submitit executor (make_executor builds one), got "
+                        f"{type(executor).__name__}")
     name = getattr(executor, "cluster", None) or executor.name()       # an AutoExecutor knows its cluster
     if name not in ("local", "slurm"):
         raise ValueError(f"submit_sweep runs jobs on submitit's 'local' or 'slurm' executor, not {name!r}")
@@ -162,14 +177,17 @@ def _submit(cfgs: list[RunConfig], out: Path, executor, cluster: str) -> None:
     for cfg, job in zip(cfgs, jobs):
         _JOBS[(str(executor.folder), job.job_id)] = job
         old = _read_record(out, cfg)
-        earlier = old.get("earlier", []) + [dict(job_id=old["job_id"], log=old["log"], reason=_failure(old))] if old else []
-        rec = dict(run=cfg.run_name(), cluster=cluster, job_id=job.job_id, folder=str(executor.folder), log=str(job.paths.stderr),
+        earlier = old.get("earlier",
+                          []) + [dict(job_id=old["job_id"], log=old["log"], reason=_failure(old))] if old else []
+        rec = dict(run=cfg.run_name(), cluster=cluster, job_id=job.job_id, folder=str(executor.folder),
+                   log=str(job.paths.stderr),
                    stdout=str(job.paths.stdout), submitted=time.strftime("%Y-%m-%d %H:%M:%S"), earlier=earlier)
         with atomic_file(_record_path(out, cfg)) as f: f.write(json.dumps(rec, indent=1).encode())
 
 def _follow(cfgs: list[RunConfig], out: Path, progress: bool) -> None:
     recs = [_read_record(out, c) for c in cfgs]
-    flying = lambda: sum((r is not None and _in_flight(r)) or _lock_held(out, c)   # until the jobs (and orphaned workers)
+    # until the jobs (and orphaned workers)
+    flying = lambda: sum((r is not None and _in_flight(r)) or _lock_held(out, c)
                          for c, r in zip(cfgs, recs))                              # end, not just their rows
     total = left = flying()
     pause = 1.0
@@ -183,8 +201,10 @@ def _described(states: pd.DataFrame) -> str:
     return "; ".join(f"{r.run} (job {r.job_id or 'none'}): {r.reason}" + (f" (log: {r.log})" if r.log else "")
                      for r in states.itertuples())
 
-def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool = True, progress: bool = True) -> pd.DataFrame:
-    "Submit each run of `cfgs` that is neither finished nor in flight as one job of `executor`; with `wait`, follow them to the end. Where each run stands."
+def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool = True,
+             progress: bool = True) -> pd.DataFrame:
+    """Submit each run of `cfgs` that is neither finished nor in flight as one job of `executor`; with `wait`, follow
+    them to the end. Where each run stands."""
     cluster = _cluster(executor)
     out = Path(output_dir).absolute()
     jobs = writable_folder(out / "jobs", "job folder", "pass an output_dir you can write to")
@@ -196,14 +216,14 @@ def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool
                           f"{_described(again)}", stacklevel=2)
         orphans = states[(states.state == "in flight") & (states.reason != "")]
         if len(orphans):
-            warnings.warn(f"not resubmitting {len(orphans)} run(s) with no job in flight that a live process still trains: "
-                          f"{_described(orphans)}", stacklevel=2)
+            warnings.warn(f"not resubmitting {len(orphans)} run(s) with no job in flight that a live process still "
+                          f"trains: {_described(orphans)}", stacklevel=2)
         todo = [c for c, s in zip(cfgs, states.state) if s in ("failed", "not submitted")]
         if todo: _submit(todo, out, executor, cluster)
     if cluster == "local" and not wait and todo:
-        warnings.warn("local jobs are processes started by this one, and a Jupyter kernel stops them when it shuts down "
-                      "(papermill's does at the end of the notebook); a rerun resubmits those that ended without a row, and they "
-                      "resume from their checkpoints", stacklevel=2)
+        warnings.warn("local jobs are processes started by this one, and a Jupyter kernel stops them when it shuts "
+                      "down (papermill's does at the end of the notebook); a rerun resubmits those that ended without "
+                      "a row, and they resume from their checkpoints", stacklevel=2)
     if wait: _follow(cfgs, out, progress)
     states = run_states(cfgs, out)
     failed = states[states.state == "failed"]
@@ -212,9 +232,11 @@ def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool
                       f"again to resubmit them (they resume from their checkpoints)", stacklevel=2)
     return states
 
-def submit_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, executor, wait: bool = True,
+def submit_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, executor,
+                 wait: bool = True,
                  progress: bool = True) -> pd.DataFrame:
-    "The sweep of `run_sweep` as jobs of a submitit `executor`: submit each run neither finished nor in flight; this sweep's rows so far."
+    """The sweep of `run_sweep` as jobs of a submitit `executor`: submit each run neither finished nor in flight; this
+    sweep's rows so far."""
     cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
     out = check_output_dir(output_dir)
     run_jobs(cfgs, out, executor, wait=wait, progress=progress)

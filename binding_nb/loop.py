@@ -19,7 +19,8 @@ __all__ = ['warmup_linear_decay', 'train_step', 'add_slow_gradients', 'TrainStat
 
 # %% ../nbs/B3_loop.ipynb #57050329
 def warmup_linear_decay(steps: int, warmup_frac: float = 0.1, decay: bool = True) -> Callable[[int], float]:
-    "LR multiplier: linear warm-up over `warmup_frac` of the steps, then linear decay to 0 (or, without `decay`, constant)."
+    """LR multiplier: linear warm-up over `warmup_frac` of the steps, then linear decay to 0 (or, without `decay`,
+    constant)."""
     warm = max(1, round(warmup_frac * steps))
     if not decay: return lambda s: (s + 1) / warm if s < warm else 1.0
     return lambda s: (s + 1) / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm))
@@ -47,14 +48,16 @@ def add_slow_gradients(model: torch.nn.Module, lamb: float, alpha: float = 0.98)
 # %% ../nbs/B3_loop.ipynb #40611ffa
 @dataclass
 class TrainState:
-    "Steps done, training time (evaluation excluded), the best validation score so far with its step and weights, the best test score (recorded, never used to select) with its own, and the log."
+    """Steps done, training time (evaluation excluded), the best validation score so far with its step and weights, the
+    best test score (recorded, never used to select) with its own, and the log."""
     step: int = 0
     train_seconds: float = 0.0
     best_score: float = -3.0
     best_step: int = 0
     best_model: dict | None = None
     history: list = field(default_factory=list)
-    test_best_score: float = -1.0     # the authors' selection (`keep_test_best`): kept beside ours for their protocol, never for ours
+    # the authors' selection (`keep_test_best`): kept beside ours for their protocol, never for ours
+    test_best_score: float = -1.0
     test_best_step: int = 0
     test_best_model: dict | None = None
     test_best_from: int = 0           # the first step the test record covers (after 0 when a resume started it again)
@@ -65,9 +68,11 @@ def validation_score(metrics: dict) -> float:
     return sum(-1.0 if math.isnan(metrics[k]) else metrics[k] for k in ("object_acc", "concept_acc"))
 
 # %% ../nbs/B3_loop.ipynb #8947226f
-def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict, score_fn: Callable[[dict], float] = validation_score,
+def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict,
+              score_fn: Callable[[dict], float] = validation_score,
               **logs) -> bool:
-    "Log validation `metrics` (and `logs`) at the current step; keep a copy of the weights if they score best so far (by `score_fn`)."
+    """Log validation `metrics` (and `logs`) at the current step; keep a copy of the weights if they score best so far
+    (by `score_fn`)."""
     state.history.append(dict(step=state.step, **logs, **{f"val_{k}": v for k, v in metrics.items()}))
     score = score_fn(metrics)
     if score <= state.best_score: return False
@@ -76,7 +81,8 @@ def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict, score_fn
     return True
 
 def keep_test_best(state: TrainState, model: torch.nn.Module, score: float) -> bool:
-    "Keep a copy of the weights if `score`, measured on the test scenes, is the best so far (NaN never is): the checkpoint the authors' protocol studies, kept beside the validation-selected one and never used to select it."
+    """Keep a copy of the weights if `score`, measured on the test scenes, is the best so far (NaN never is): the
+    checkpoint the authors' protocol studies, kept beside the validation-selected one and never used to select it."""
     if not score > state.test_best_score: return False
     state.test_best_score, state.test_best_step = score, state.step
     state.test_best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -86,7 +92,8 @@ def keep_test_best(state: TrainState, model: torch.nn.Module, score: float) -> b
 class TrainingDiverged(FloatingPointError):
     "The training loss stopped being finite."
     def __init__(self, step: int, loss: float):
-        super().__init__(f"training diverged at step {step}: the loss is {loss}; lower the learning rate (lr) or check the data")
+        super().__init__(f"training diverged at step {step}: the loss is {loss}; lower the learning rate (lr) or check "
+                         f"the data")
         self.step, self.loss = step, loss
 
 def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainState,
@@ -96,7 +103,9 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
         log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
         monitor: Callable[[], dict] | None = None) -> bool:
-    "Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, never used to select."
+    """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared
+    progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, never
+    used to select."""
     own = bar is None
     if own: bar = tqdm(total=steps, initial=state.step, desc=desc, disable=not progress, leave=False)
     t0 = time.perf_counter()
@@ -113,7 +122,8 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
             bar.set_postfix(loss=f"{value:.3f}", refresh=False)
         if due_eval:
             state.train_seconds += time.perf_counter() - t0
-            keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()}, **(monitor() if monitor else {}))
+            keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()},
+                      **(monitor() if monitor else {}))
             t0 = time.perf_counter()
         if due_ckpt:
             state.train_seconds += time.perf_counter() - t0; save(); t0 = time.perf_counter()

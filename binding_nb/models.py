@@ -31,7 +31,8 @@ ARCHITECTURES = ("transformer", "product")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    "Architecture of a dual encoder: the scenes it reads, what its scene tower reads them as, the kind of tower and its shape."
+    """Architecture of a dual encoder: the scenes it reads, what its scene tower reads them as, the kind of tower and
+    its shape."""
     C: int                          # concepts
     V: int                          # values per concept
     max_objects: int                # objects per scene, at most
@@ -51,25 +52,33 @@ class ModelConfig:
     share_embedding: bool = False   # transformer: one token embedding for both towers
     rank: int = 64                  # product: width r of each value's vectors u and v
     code: str = "shared"            # product: value tables 'shared' by the two towers, or 'independent'
-    v_mean: float = 0.0             # product: mean of the v vectors at initialisation (0: zero-mean; 1 starts near-additive)
+    # product: mean of the v vectors at initialisation (0: zero-mean; 1 starts near-additive)
+    v_mean: float = 0.0
     inputs: str = "tokens"          # what the scene tower reads: an input kind known by name (`registered_inputs`)
-    input_settings: object = None   # the input kind's settings (its settings object, a dict of them, or None: its defaults)
+    # the input kind's settings (its settings object, a dict of them, or None: its defaults)
+    input_settings: object = None
 
     def __post_init__(self):
-        for name in ("C", "max_objects", "d_model", "n_layers", "n_heads", "d_out"): whole_number(getattr(self, name), name, low=1)
+        for name in ("C", "max_objects", "d_model", "n_layers", "n_heads", "d_out"):
+            whole_number(getattr(self, name), name, low=1)
         whole_number(self.V, "V", low=2)
-        whole_number(self.ffn_mult, "ffn_mult", low=0)          # ffn_mult 0 and ffn_width 0: no feed-forward (attention only)
+        # ffn_mult 0 and ffn_width 0: no feed-forward (attention only)
+        whole_number(self.ffn_mult, "ffn_mult", low=0)
         whole_number(self.ffn_width, "ffn_width", low=0)
-        if self.d_model % self.n_heads: raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.positional not in ("learned", "sinusoidal"):
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
-        if self.init not in ("default", "xavier"): raise ValueError(f"init must be 'default' or 'xavier', got {self.init!r}")
+        if self.init not in ("default", "xavier"):
+            raise ValueError(f"init must be 'default' or 'xavier', got {self.init!r}")
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
-        if self.code not in ("shared", "independent"): raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
+        if self.code not in ("shared", "independent"):
+            raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)
         if not 0 <= self.logit_scale_init <= self.logit_scale_max:
-            raise ValueError(f"need 0 <= logit_scale_init <= logit_scale_max, got {self.logit_scale_init} and {self.logit_scale_max}")
+            raise ValueError(f"need 0 <= logit_scale_init <= logit_scale_max, got {self.logit_scale_init} and "
+                             f"{self.logit_scale_max}")
         kind = input_kind(self.inputs)
         object.__setattr__(self, "input_settings", kind.settings_of(self.input_settings))
         kind.check(self)
@@ -87,18 +96,23 @@ class ModelConfig:
     @property
     def pad_id(self) -> int: return vocab(self.space).pad
     @property
-    def scene_len(self) -> int: return scene_length(self.space, self.max_objects)   # object blocks of C + 2 tokens, then EOS
+    # object blocks of C + 2 tokens, then EOS
+    def scene_len(self) -> int: return scene_length(self.space, self.max_objects)
     @property
-    def query_len(self) -> int: return self.C + 3                         # an object query is SOO t(1,c1) .. t(C,cC) EOO EOS
+    # an object query is SOO t(1,c1) .. t(C,cC) EOO EOS
+    def query_len(self) -> int: return self.C + 3
 
     @classmethod
     def for_space(cls, space: ConceptSpace, max_objects: int, **arch) -> ModelConfig:
-        "The config for scenes of up to `max_objects` objects of `space` (every concept with the same number of values); `arch` sets d_model, n_layers, ..."
+        """The config for scenes of up to `max_objects` objects of `space` (every concept with the same number of
+        values); `arch` sets d_model, n_layers, ..."""
         if len(set(space.values_per_concept)) > 1:
-            raise ValueError(f"a model config reads C concepts of V values each, got values_per_concept={space.values_per_concept}: use ConceptSpace([V] * C)")
+            raise ValueError(f"a model config reads C concepts of V values each, got "
+                             f"values_per_concept={space.values_per_concept}: use ConceptSpace([V] * C)")
         return cls(space.n_concepts, space.values_per_concept[0], max_objects, **arch)
 
-register_inputs("tokens", lambda cfg: token_towers(cfg))   # this page's input kind (App. B.2a); its towers are defined below
+# this page's input kind (App. B.2a); its towers are defined below
+register_inputs("tokens", lambda cfg: token_towers(cfg))
 
 # %% ../nbs/B2_models.ipynb #63524d1b
 @dataclass(frozen=True)
@@ -114,7 +128,8 @@ class PackedTokens:
     eos_pos: list | None = None      # padded: per group, [n] position of each sequence's EOS (None: its last position)
 
 def pack_tokens(token_sets: tuple[torch.Tensor, ...], pad_id: int, padded: bool = False) -> PackedTokens:
-    "Pack token sets `[n_i, L_i]` (PAD only after EOS) into rows grouped by true length, or `padded`: one group per set."
+    """Pack token sets `[n_i, L_i]` (PAD only after EOS) into rows grouped by true length, or `padded`: one group per
+    set."""
     if padded: return _pack_padded(token_sets, pad_id)
     rows, groups, flat, offset = [], [], [], 0
     for t in token_sets:
@@ -165,7 +180,8 @@ class TokenStem(nn.Module):
     def __init__(self, vocab_size: int, max_len: int, pad_id: int, d_model: int, positional: str = "sinusoidal",
                  embed_std: float = 1.0, tokenize: Callable[[torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
-        self.pad_id, self.tokenize = pad_id, tokenize      # tokenize: what the stem reads -> token ids (None: it reads token ids)
+        # tokenize: what the stem reads -> token ids (None: it reads token ids)
+        self.pad_id, self.tokenize = pad_id, tokenize
         self.tok = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.tok.weight, std=embed_std)
         if positional == "learned":
@@ -191,14 +207,17 @@ class Block(nn.Module):
         self.n_heads = n_heads
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
-        self.ff1, self.ff2 = (nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)) if d_ff else (None, None)   # d_ff 0: attention only
+        # d_ff 0: attention only
+        self.ff1, self.ff2 = (nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)) if d_ff else (None, None)
 
     def attend(self, qkv: torch.Tensor, p: Packed, last: bool = False) -> torch.Tensor:
-        "Self-attention within each group (PAD masked when padded); with `last`, only each sequence's EOS position queries."
+        """Self-attention within each group (PAD masked when padded); with `last`, only each sequence's EOS position
+        queries."""
         parts, masks, eos_pos = [], p.key_masks or [None] * len(p.groups), p.eos_pos or [None] * len(p.groups)
         for (n, L), chunk, mask, pos in zip(p.groups, qkv.split([n * L for n, L in p.groups]), masks, eos_pos):
             q, k, v = chunk.view(n, L, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)   # [n, H, L, d_head] each
-            if last: q = q[:, :, -1:] if pos is None else q.gather(2, pos.view(n, 1, 1, 1).expand(n, q.shape[1], 1, q.shape[3]))
+            if last:
+                q = q[:, :, -1:] if pos is None else q.gather(2, pos.view(n, 1, 1, 1).expand(n, q.shape[1], 1, q.shape[3]))
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask[:, None, None, :])
             parts.append(a.transpose(1, 2).reshape(n * q.shape[2], -1))
         return torch.cat(parts) if len(parts) > 1 else parts[0]
@@ -237,10 +256,13 @@ class Tower(nn.Module):
 
 # %% ../nbs/B2_models.ipynb #da262008
 def token_tower(cfg: ModelConfig, queries: bool = False) -> Tower:
-    "A transformer tower of `cfg` on tokens it makes itself: of scenes `[n, slots, C]`, or with `queries` of query values (`tokenize_queries`)."
+    """A transformer tower of `cfg` on tokens it makes itself: of scenes `[n, slots, C]`, or with `queries` of query
+    values (`tokenize_queries`)."""
     space = cfg.space
-    tokenize = partial(tokenize_queries, space) if queries else partial(tokenize_scenes, space, max_objects=cfg.max_objects, check=False)
-    stem = TokenStem(cfg.vocab_size, cfg.query_len if queries else cfg.scene_len, cfg.pad_id, cfg.d_model, cfg.positional,
+    tokenize = partial(tokenize_queries, space) if queries else partial(tokenize_scenes, space,
+                                                                        max_objects=cfg.max_objects, check=False)
+    stem = TokenStem(cfg.vocab_size, cfg.query_len if queries else cfg.scene_len, cfg.pad_id, cfg.d_model,
+                     cfg.positional,
                      cfg.embed_std, tokenize)
     return Tower(stem, TransformerBody(cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.d_ff, cfg.d_out, cfg.final_norm))
 
@@ -279,7 +301,8 @@ class DualEncoder(nn.Module):
         "Unit embeddings `[n, d_out]` of scenes `[n, slots, C]` (values, -1 for an empty slot)."
         return F.normalize(self.scene_encoder(scenes)[0], dim=-1)
     def embed_queries(self, *queries: torch.Tensor) -> list[torch.Tensor]:
-        "Unit embeddings of each set of queries, in one pass: concept queries as global value indices `[n]`, object queries as object values `[n, C]`."
+        """Unit embeddings of each set of queries, in one pass: concept queries as global value indices `[n]`, object
+        queries as object values `[n, C]`."""
         return [F.normalize(e, dim=-1) for e in self.query_encoder(*queries)]
 
 # %% ../nbs/B2_models.ipynb #2bb49c4c
@@ -310,10 +333,12 @@ class ProductTower(nn.Module):
         super().__init__()
         self.code = code
         self.head = nn.Linear(2 * code.u.shape[1], d_out)
-        self.register_buffer("offsets", torch.arange(n_concepts) * values_per_concept, persistent=False)   # global index of each concept's value 0
+        # global index of each concept's value 0
+        self.register_buffer("offsets", torch.arange(n_concepts) * values_per_concept, persistent=False)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        "`[n, d_out]` for one input set: concept queries `[n]` (global value indices), object queries `[n, C]` or scenes `[n, slots, C]` (values)."
+        """`[n, d_out]` for one input set: concept queries `[n]` (global value indices), object queries `[n, C]` or
+        scenes `[n, slots, C]` (values)."""
         if x.ndim == 1: return self.head(self.code.concepts(x))
         objects = x if x.ndim == 3 else x[:, None]                                   # [n, slots, C]
         filled = objects[..., :1] >= 0
@@ -339,7 +364,8 @@ def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = F
 
 # %% ../nbs/B2_models.ipynb #8e62321d
 def batch_loss(model: DualEncoder, batch: SceneBatch, concept_weight: float = 1.0) -> tuple[torch.Tensor, dict]:
-    "`concept_weight` x concept loss + object loss of one `SceneBatch`, and the two parts (detached: reading them waits for the device)."
+    """`concept_weight` x concept loss + object loss of one `SceneBatch`, and the two parts (detached: reading them
+    waits for the device)."""
     s = model.embed_scenes(batch.scenes)
     scale = model.scale()
     if concept_weight:
@@ -352,7 +378,8 @@ def batch_loss(model: DualEncoder, batch: SceneBatch, concept_weight: float = 1.
 
 # %% ../nbs/B2_models.ipynb #26fdc355
 def forward_flops(cfg: ModelConfig, *lengths_sets: torch.Tensor) -> int:
-    "Matmul FLOPs (2mnk) of one tower's forward on sequences of the given true lengths (PAD excluded), attention included."
+    """Matmul FLOPs (2mnk) of one tower's forward on sequences of the given true lengths (PAD excluded), attention
+    included."""
     d, f, L = cfg.d_model, cfg.d_ff, cfg.n_layers
     lengths = torch.cat([torch.as_tensor(x).reshape(-1) for x in lengths_sets]).double()
     tokens, seqs, attn = float(lengths.sum()), len(lengths), float((lengths ** 2).sum())
@@ -363,9 +390,12 @@ def forward_flops(cfg: ModelConfig, *lengths_sets: torch.Tensor) -> int:
 
 # %% ../nbs/B2_models.ipynb #82cd8b5a
 def step_flops(cfg: ModelConfig, batch: SceneBatch) -> int:
-    "Analytic forward+backward FLOPs (3x forward) of one training step of a token transformer on `batch`: both towers and the score matrices."
-    scene_len = scene_sizes(batch.scenes) * (cfg.C + 2) + 1                          # the true lengths: object blocks, then EOS
-    concept_len, object_len = torch.full((len(batch.concept_values),), 2), torch.full((len(batch.object_values),), cfg.query_len)
+    """Analytic forward+backward FLOPs (3x forward) of one training step of a token transformer on `batch`: both towers
+    and the score matrices."""
+    # the true lengths: object blocks, then EOS
+    scene_len = scene_sizes(batch.scenes) * (cfg.C + 2) + 1
+    concept_len, object_len = torch.full((len(batch.concept_values),), 2), torch.full((len(batch.object_values),),
+                                                                                      cfg.query_len)
     fwd = forward_flops(cfg, scene_len) + forward_flops(cfg, concept_len, object_len)
     fwd += 2 * len(batch.scenes) * (len(batch.concept_values) + len(batch.object_values)) * cfg.d_out
     return 3 * fwd

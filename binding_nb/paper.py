@@ -20,78 +20,112 @@ _HF, _PL = "Hugging Face papers page summary", "PaperLayer summary"
 _IMAGES = ("clevr2d", "clevr3d", "patterned", "pug_spare")
 GEOMETRY_NUMBERS = pd.DataFrame([
     # table, dataset, our datasets it matches, model, weights, measure, key of ours, paper, source, note
-    ("T2", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "R² of the object reconstruction", "r2", "0.90 / 0.92", _HF, "two values as printed, columns not named"),
-    ("T2", "PUG:SPARE", ("pug_spare",), "CLIP ViT-B/32 image", "pretrained", "R² of the object reconstruction", "r2", "0.75 / 0.84", _HF, "two values as printed"),
-    ("T2", "CLEVR-2D", ("clevr2d",), "CLIP ViT-B/32 image", "pretrained", "R² of the object reconstruction", "r2", "0.78 / 0.83", _HF, "two values as printed"),
-    ("T2", "text", ("text",), "CLIP ViT-B/32 text", "random", "R² of the object reconstruction", "r2", "0.47 / 0.69", _HF, "random-init baseline"),
-    ("T2", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "random", "R² of the object reconstruction", "r2", "0.47 / 0.53", _HF, "random-init baseline; the dataset is not named"),
-    ("T3", "CLEVR", ("clevr3d",), "CLIP ViT-B/32 image", "pretrained", "edit retrieval, k = 1, AVG", "edit_avg", "1.00", _PL + ", §4.1", "scene-averaged object embeddings"),
-    ("T3", "CLEVR and CLEVR-2D", ("clevr3d", "clevr2d"), "CLIP ViT-B/32 image", "pretrained", "edit retrieval, k = 1, SINGLE", "edit_single", "0.97", _PL + ", §4.1", "single-object embeddings"),
-    ("T3", "CLEVR-2D", ("clevr2d",), "CLIP ViT-B/32 image", "pretrained", "edit retrieval, k = 1", "edit_avg", "1.00", _HF + ", results table", "estimator not named (its text gives 0.97 with single-object embeddings)"),
-    ("T3", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "edit retrieval, k = 1, SINGLE", "edit_single", "0.96", _HF, "single-object embeddings"),
-    ("T3", "(not named)", _IMAGES + ("text",), "CLIP ViT-B/32", "random", "edit retrieval, k = 1", "edit_avg", "0.25", _HF + ", results table", "random-init baseline; dataset and estimator not named"),
-    ("T4", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "R² of the scene from concepts only", "t4", "up to 0.84", _PL + ", §4.1", "bags of objects explain roughly 0.10 more"),
-    ("T4", "image (Table 4: PUG:SPARE)", ("pug_spare",), "CLIP ViT-B/32 image", "pretrained", "R² of the scene from concepts only", "t4", "up to 0.71", _PL + ", §4.1", "bags of objects explain roughly 0.10 more"),
-    ("T5", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "concept probe: none removed → concepts removed", "att_concept", "1.00 → 0.06", _PL + ", §4.2", ""),
-    ("T5", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "object probe: none removed → concepts removed", "att_object", "1.00 → 0.99", _HF, ""),
-    ("T5", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "pretrained", "concept probe: none removed → concepts removed", "att_concept", "0.94 → 0.05", _PL + ", §4.2", ""),
-    ("T5", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "pretrained", "object probe: none removed → concepts removed", "att_object", "0.96 → 0.85", _HF, ""),
-    ("T5", "text and image", _IMAGES + ("text",), "CLIP ViT-B/32", "pretrained", "probes after removing objects", "att_objects", "both collapse", _PL + ", §4.2", "no number given"),
-    ("D.3", "CLEVR, three objects, occlusion", ("clevr3d-3-occlusion",), "CLIP ViT-B/32 image", "pretrained", "probe accuracy", "probes", "0.91–0.93", _PL + ", App. D.3", ""),
-    ("D.3", "CLEVR, three objects", ("clevr3d-3", "clevr3d-3-occlusion"), "CLIP ViT-B/32 image", "pretrained", "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65", _PL + ", App. D.3", ""),
+    ("T2", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "R² of the object reconstruction", "r2",
+     "0.90 / 0.92", _HF, "two values as printed, columns not named"),
+    ("T2", "PUG:SPARE", ("pug_spare",), "CLIP ViT-B/32 image", "pretrained", "R² of the object reconstruction", "r2",
+     "0.75 / 0.84", _HF, "two values as printed"),
+    ("T2", "CLEVR-2D", ("clevr2d",), "CLIP ViT-B/32 image", "pretrained", "R² of the object reconstruction", "r2",
+     "0.78 / 0.83", _HF, "two values as printed"),
+    ("T2", "text", ("text",), "CLIP ViT-B/32 text", "random", "R² of the object reconstruction", "r2", "0.47 / 0.69",
+     _HF, "random-init baseline"),
+    ("T2", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "random", "R² of the object reconstruction", "r2",
+     "0.47 / 0.53", _HF, "random-init baseline; the dataset is not named"),
+    ("T3", "CLEVR", ("clevr3d",), "CLIP ViT-B/32 image", "pretrained", "edit retrieval, k = 1, AVG", "edit_avg",
+     "1.00", _PL + ", §4.1", "scene-averaged object embeddings"),
+    ("T3", "CLEVR and CLEVR-2D", ("clevr3d", "clevr2d"), "CLIP ViT-B/32 image", "pretrained",
+     "edit retrieval, k = 1, SINGLE", "edit_single", "0.97", _PL + ", §4.1", "single-object embeddings"),
+    ("T3", "CLEVR-2D", ("clevr2d",), "CLIP ViT-B/32 image", "pretrained", "edit retrieval, k = 1", "edit_avg", "1.00",
+     _HF + ", results table", "estimator not named (its text gives 0.97 with single-object embeddings)"),
+    ("T3", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "edit retrieval, k = 1, SINGLE", "edit_single",
+     "0.96", _HF, "single-object embeddings"),
+    ("T3", "(not named)", _IMAGES + ("text",), "CLIP ViT-B/32", "random", "edit retrieval, k = 1", "edit_avg", "0.25",
+     _HF + ", results table", "random-init baseline; dataset and estimator not named"),
+    ("T4", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "R² of the scene from concepts only", "t4",
+     "up to 0.84", _PL + ", §4.1", "bags of objects explain roughly 0.10 more"),
+    ("T4", "image (Table 4: PUG:SPARE)", ("pug_spare",), "CLIP ViT-B/32 image", "pretrained",
+     "R² of the scene from concepts only", "t4", "up to 0.71", _PL + ", §4.1", "bags of objects explain roughly 0.10 "
+                                                                               "more"),
+    ("T5", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "concept probe: none removed → concepts removed",
+     "att_concept", "1.00 → 0.06", _PL + ", §4.2", ""),
+    ("T5", "text", ("text",), "CLIP ViT-B/32 text", "pretrained", "object probe: none removed → concepts removed",
+     "att_object", "1.00 → 0.99", _HF, ""),
+    ("T5", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "pretrained",
+     "concept probe: none removed → concepts removed", "att_concept", "0.94 → 0.05", _PL + ", §4.2", ""),
+    ("T5", "image (not named)", _IMAGES, "CLIP ViT-B/32 image", "pretrained",
+     "object probe: none removed → concepts removed", "att_object", "0.96 → 0.85", _HF, ""),
+    ("T5", "text and image", _IMAGES + ("text",), "CLIP ViT-B/32", "pretrained", "probes after removing objects",
+     "att_objects", "both collapse", _PL + ", §4.2", "no number given"),
+    ("D.3", "CLEVR, three objects, occlusion", ("clevr3d-3-occlusion",), "CLIP ViT-B/32 image", "pretrained",
+     "probe accuracy", "probes", "0.91–0.93", _PL + ", App. D.3", ""),
+    ("D.3", "CLEVR, three objects", ("clevr3d-3", "clevr3d-3-occlusion"), "CLIP ViT-B/32 image", "pretrained",
+     "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65", _PL + ", App. D.3", ""),
 ], columns=["table", "dataset", "matches", "model", "weights", "measure", "key", "paper", "source", "note"])
 
 # %% ../nbs/paper.ipynb #16c928ba
 def _f(v: float) -> str: return "n/a" if not np.isfinite(v) else f"{v:.2f}"
 
 def geometry_ours(key: str, kn: dict, a: pd.DataFrame | None) -> tuple[str, str]:
-    "Our number for a `GEOMETRY_NUMBERS` key, formatted as the paper's, and how it is defined, from a report's key numbers `kn` and attribution table `a`."
+    """Our number for a `GEOMETRY_NUMBERS` key, formatted as the paper's, and how it is defined, from a report's key
+    numbers `kn` and attribution table `a`."""
     if key == "r2": return f"{_f(kn['R² AVG'])} / {_f(kn['R² AVG+POS'])}", "AVG / AVG+POS, in-sample"
     if key == "edit_avg": return _f(kn["edit k=1 AVG"]), "AVG, all edits"
     if key == "edit_single": return _f(kn["edit k=1 SINGLE"]), "SINGLE, all edits"
-    if key == "t4": return f"{_f(kn['R² scene from concepts'])} (objects {_f(kn['R² scene from objects'])})", "least squares, tables per slot"
+    if key == "t4":
+        return f"{_f(kn['R² scene from concepts'])} (objects {_f(kn['R² scene from objects'])})", "least squares, tables per slot"
     if key in ("att_concept", "att_object"):
         col = "probe_concept_per_head" if key == "att_concept" else "probe_object"
-        return (f"{_f(table_value(a, col, variant='none removed'))} → {_f(table_value(a, col, variant='concepts removed'))}",
+        return (f"{_f(table_value(a, col, variant='none removed'))} → "
+                f"{_f(table_value(a, col, variant='concepts removed'))}",
                 "held-out scenes" + (", mean over heads" if key == "att_concept" else ""))
     if key == "att_objects":
         return (f"concepts {_f(table_value(a, 'probe_concept_per_head', variant='objects removed'))}, objects "
                 f"{_f(table_value(a, 'probe_object', variant='objects removed'))}", "held-out scenes")
-    if key == "probes": return f"concepts {_f(kn['concept probe'])}, objects {_f(kn['object probe'])}", "held-out scenes"
+    if key == "probes":
+        return f"concepts {_f(kn['concept probe'])}, objects {_f(kn['object probe'])}", "held-out scenes"
     if key == "recon_retrieval": return _f(kn["retrieval AVG"]), "AVG, in-sample"
     raise ValueError(f"no rule for the paper key {key!r}")
 
 def geometry_beside_paper(status: pd.DataFrame, reports: dict[str, GeometryReport]) -> pd.DataFrame:
-    "`GEOMETRY_NUMBERS` with ours beside each, from every run of a matching dataset, model and weights, or why there is none."
+    """`GEOMETRY_NUMBERS` with ours beside each, from every run of a matching dataset, model and weights, or why there
+    is none."""
     rows = []
     for p in GEOMETRY_NUMBERS.itertuples():
         match = status[status.dataset.str.split(":").str[0].isin(p.matches) & status.model.str.startswith(p.model)
                        & ((status.weights == "random") == (p.weights == "random"))] if len(status) else status
         ok = match[match.status == "ok"] if len(match) else match
         if len(ok):
-            vals = [geometry_ours(p.key, reports[r.run].key_numbers(), reports[r.run].attribution) for r in ok.itertuples()]
+            vals = [geometry_ours(p.key, reports[r.run].key_numbers(),
+                                  reports[r.run].attribution) for r in ok.itertuples()]
             ours = "; ".join((f"{r.dataset}: " if len(ok) > 1 else "") + v for r, (v, _) in zip(ok.itertuples(), vals))
             how, runs = vals[0][1], ", ".join(ok.run)
         elif len(match): ours, how, runs = "could not run", match.reason.iloc[0], ", ".join(match.run)
         else: ours, how, runs = "not measured here", "", ""
-        rows.append(dict(table=p.table, dataset=p.dataset, model=p.model, weights=p.weights, measure=p.measure, paper=p.paper,
+        rows.append(dict(table=p.table, dataset=p.dataset, model=p.model, weights=p.weights, measure=p.measure,
+                         paper=p.paper,
                          ours=ours, how=how, our_runs=runs, source=p.source, note=p.note))
     return pd.DataFrame(rows)
 
 # %% ../nbs/paper.ipynb #41d2b64c
 COMPLEXITY_NUMBERS = pd.DataFrame([
     # figure, model, weights, families, measure, key, paper, source
-    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out object recognition, best over capacities and coverages", "max_object", "≤ 0.20", _HF + ", results"),
-    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out concept recognition at coverage > 0.3", "min_concept_above_0.3", "≥ 0.80", _PL + ", §5.1"),
-    ("Fig. 4", "DINOv2 ViT-B/14", "pretrained", ("mlp",), "held-out object recognition, best over capacities and coverages", "max_object", "low, as CLIP", _HF + ", results"),
-    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out object recognition", "max_object", "near zero", _PL + ", App. D.6"),
-    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out concept recognition", "max_concept", "high", _PL + ", App. D.6"),
-    ("App. D.7", "CLIP ViT-B/32 and DINOv2", "pretrained", ("per_object_product", "global_product"), "held-out object recognition", "max_object", "near zero", _PL + ", App. D.7"),
+    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",),
+     "held-out object recognition, best over capacities and coverages", "max_object", "≤ 0.20", _HF + ", results"),
+    ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out concept recognition at coverage > 0.3",
+     "min_concept_above_0.3", "≥ 0.80", _PL + ", §5.1"),
+    ("Fig. 4", "DINOv2 ViT-B/14", "pretrained", ("mlp",),
+     "held-out object recognition, best over capacities and coverages", "max_object", "low, as CLIP", _HF + ", results"),
+    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out object recognition", "max_object",
+     "near zero", _PL + ", App. D.6"),
+    ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out concept recognition", "max_concept",
+     "high", _PL + ", App. D.6"),
+    ("App. D.7", "CLIP ViT-B/32 and DINOv2", "pretrained", ("per_object_product", "global_product"),
+     "held-out object recognition", "max_object", "near zero", _PL + ", App. D.7"),
 ], columns=["figure", "model", "weights", "families", "measure", "key", "paper", "source"])
 
 # %% ../nbs/paper.ipynb #07d29ed1
 def complexity_ours(summary: pd.DataFrame, key: str, on_test: bool = False) -> float:
-    "One number of ours by a `COMPLEXITY_NUMBERS` key, from validation-selected summary rows, or (`on_test`) from their best on test, the paper's selection."
+    """One number of ours by a `COMPLEXITY_NUMBERS` key, from validation-selected summary rows, or (`on_test`) from
+    their best on test, the paper's selection."""
     acc = lambda m: summary[f"{m}_test_max" if on_test else m]
     if key == "max_object": return float(acc("object_acc").max())
     if key == "max_concept": return float(acc("concept_acc").max())
@@ -99,14 +133,17 @@ def complexity_ours(summary: pd.DataFrame, key: str, on_test: bool = False) -> f
     raise ValueError(f"no rule for the paper key {key!r}")
 
 def complexity_beside_paper(status: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    "Each paper row beside ours, for every run (comparable: the paper's model with its pretrained weights): ours selected on validation, and under the paper's protocol (best on test); a run that could not run says why."
+    """Each paper row beside ours, for every run (comparable: the paper's model with its pretrained weights): ours
+    selected on validation, and under the paper's protocol (best on test); a run that could not run says why."""
     rows = []
     for p in COMPLEXITY_NUMBERS.itertuples():
         for r in status.itertuples():
             s = summary[(summary.run == r.run) & summary.family.isin(p.families)] if len(summary) else summary
             why = f"could not run: {r.reason}" if r.status != "ok" else "not in this sweep" if s.empty else None
-            ours, paper_protocol = (why, why) if why else (f"{complexity_ours(s, p.key):.2f}", f"{complexity_ours(s, p.key, on_test=True):.2f}")
-            rows.append(dict(figure=p.figure, measure=p.measure, families=", ".join(p.families), paper_model=p.model, paper=p.paper,
+            ours, paper_protocol = (why, why) if why else (f"{complexity_ours(s, p.key):.2f}",
+                                                           f"{complexity_ours(s, p.key, on_test=True):.2f}")
+            rows.append(dict(figure=p.figure, measure=p.measure, families=", ".join(p.families), paper_model=p.model,
+                             paper=p.paper,
                              run=r.run, ours=ours, ours_paper_protocol=paper_protocol,
                              comparable=r.weights != "random" and r.model.split(" ")[0] in p.model, source=p.source))
     return pd.DataFrame(rows)
@@ -115,16 +152,20 @@ def complexity_beside_paper(status: pd.DataFrame, summary: pd.DataFrame) -> pd.D
 _ZH = "unattributed summary (Chinese)"
 LEARNED_NUMBERS = pd.DataFrame([
     # figure, measure, key, paper, source
-    ("Fig. 7", "held-out object recognition of a small MLP (generalising models)", "mlp_object", "high, even one hidden layer of small width", _HF + ", Fig. 7 caption"),
-    ("Fig. 8", "held-out concept recognition of the additive probe", "additive_concept", "performs well", _PL + ", §5.4"),
+    ("Fig. 7", "held-out object recognition of a small MLP (generalising models)", "mlp_object",
+     "high, even one hidden layer of small width", _HF + ", Fig. 7 caption"),
+    ("Fig. 8", "held-out concept recognition of the additive probe", "additive_concept", "performs well",
+     _PL + ", §5.4"),
     ("Fig. 8", "held-out object recognition of the additive probe", "additive_object", "fails", _PL + ", §5.4"),
-    ("Fig. 8", "held-out object recognition of the global product probe", "global_product_object", "recovers it; the best form", _PL + ", §5.4"),
+    ("Fig. 8", "held-out object recognition of the global product probe", "global_product_object",
+     "recovers it; the best form", _PL + ", §5.4"),
     ("Fig. 8", "the form with the best held-out object recognition", "best_form", "global product", _PL + ", §5.4"),
     ("Fig. 9", "Pearson r, models' against the global product's held-out object recognition", "r", "r > 0.9", _ZH),
 ], columns=["figure", "measure", "key", "paper", "source"])
 
 def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> str:
-    "One number of ours for a `LEARNED_NUMBERS` key, from validation-selected fit rows of one architecture (or the correlation table: the global product's, over all spaces)."
+    """One number of ours for a `LEARNED_NUMBERS` key, from validation-selected fit rows of one architecture (or the
+    correlation table: the global product's, over all spaces)."""
     if key == "r":
         mine = correlation[correlation.form == "global_product"] if "form" in correlation else correlation
         if mine.empty: return "not in this study"
@@ -136,16 +177,20 @@ def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> st
         mean = forms.groupby("family").object_acc.mean().sort_values(ascending=False)
         return f"{mean.index[0].replace('_', ' ')} ({mean.iloc[0]:.2f}; next {mean.index[1].replace('_', ' ')}, {mean.iloc[1]:.2f})" if len(mean) > 1 else mean.index[0]
     fam, metric = {"mlp_object": ("mlp", "object_acc"), "additive_concept": ("additive", "concept_acc"),
-                   "additive_object": ("additive", "object_acc"), "global_product_object": ("global_product", "object_acc")}[key]
+                   "additive_object": ("additive", "object_acc"), "global_product_object": ("global_product",
+                                                                                            "object_acc")}[key]
     rows = best[best.family == fam]
     return "not in this study" if rows.empty else f"{rows[metric].mean():.2f} ({rows[f'ceiling_{metric}'].mean():.2f})"
 
-PAPER_PROTOCOL = {"concept_acc": "concept_acc_in_batch", "object_acc": "object_acc_in_batch_test_selected",   # ours -> under the paper's protocol
+# ours -> under the paper's protocol
+PAPER_PROTOCOL = {"concept_acc": "concept_acc_in_batch", "object_acc": "object_acc_in_batch_test_selected",
                   "ceiling_concept_acc": "ceiling_concept_acc_in_batch", "ceiling_object_acc": "ceiling_object_acc_in_batch"}
 
 def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.DataFrame | None = None,
                          correlation_paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    "Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models); `top`: the fits' best on test of `PAPER_PROTOCOL`'s columns (sweeps' `best_on_test`: in-batch, the best step and setting), and `correlation_paper`: Fig. 9's r on such numbers, for ours under the paper's protocol."
+    """Each paper row beside ours, per architecture of the trained models (Fig. 9's r: over all models); `top`: the
+    fits' best on test of `PAPER_PROTOCOL`'s columns (sweeps' `best_on_test`: in-batch, the best step and setting), and
+    `correlation_paper`: Fig. 9's r on such numbers, for ours under the paper's protocol."""
     archs = list(dict.fromkeys(best.architecture))
     as_ours = None if top is None else top.rename(columns={f"{theirs}_test_max": ours for ours, theirs in PAPER_PROTOCOL.items()})
     def paper_protocol(a: str, key: str) -> str:

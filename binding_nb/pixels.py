@@ -38,17 +38,21 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
 
 # %% ../nbs/07_pixels.ipynb #f25eb729
 def palette(n: int, levels: int = 12) -> np.ndarray:
-    "`[n, 3]` sRGB colours in [0, 1], each the one of a `levels`^3 RGB grid farthest (ΔE) from the background and the colours before it."
+    """`[n, 3]` sRGB colours in [0, 1], each the one of a `levels`^3 RGB grid farthest (ΔE) from the background and the
+    colours before it."""
     if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and 1 <= n <= MAX_PALETTE):
-        raise ValueError(f"the palette holds 1 to {MAX_PALETTE} distinguishable colours, got V={n!r}: use V <= {MAX_PALETTE}, a whole number")
+        raise ValueError(f"the palette holds 1 to {MAX_PALETTE} distinguishable colours, got V={n!r}: use V <= "
+                         f"{MAX_PALETTE}, a whole number")
     levels = whole_number(levels, "levels", low=2)
     grid = np.stack(np.meshgrid(*[np.linspace(0, 1, levels)] * 3, indexing="ij"), -1).reshape(-1, 3)
     lab = srgb_to_lab(grid)
     distance = np.linalg.norm(lab - srgb_to_lab(BACKGROUND), axis=1)
     chosen = []
     for _ in range(n):                       # at most 64 greedy steps over 1,728 candidates
-        if distance.max() <= 0: raise ValueError(f"a grid of {levels} levels per channel holds only {len(chosen)} colours apart from the background and each other, "
-                                                 f"fewer than V={n}: use more levels (the default, 12, holds {MAX_PALETTE})")
+        if distance.max() <= 0:
+            raise ValueError(f"a grid of {levels} levels per channel holds only {len(chosen)} colours apart from the "
+                             f"background and each other, fewer than V={n}: use more levels (the default, 12, holds "
+                                                 f"{MAX_PALETTE})")
         chosen.append(int(distance.argmax()))
         distance = np.minimum(distance, np.linalg.norm(lab - lab[chosen[-1]], axis=1))
     return grid[chosen].astype(np.float32)
@@ -64,12 +68,15 @@ LEVELS = {1: "clean, no overlap", 2: "speckle noise, no overlap", 3: "speckle no
 BORDER = 2   # border width, pixels
 
 def largest_apart_square(size: int) -> int:
-    "The largest side `s` of two squares that always have places apart (in y or x by a side) on an image of side `size`, wherever the first lands."
-    return (whole_number(size, "image size", low=1) + 1) // 3   # corners 0..size-s: one in the middle leaves ceil((size-s)/2) >= s on its wider side
+    """The largest side `s` of two squares that always have places apart (in y or x by a side) on an image of side
+    `size`, wherever the first lands."""
+    # corners 0..size-s: one in the middle leaves ceil((size-s)/2) >= s on its wider side
+    return (whole_number(size, "image size", low=1) + 1) // 3
 
 @dataclass(frozen=True)
 class SquareRenderer:
-    "Images of scenes of squares: concept 0 is a square's fill colour, concept 1 its border colour, from one palette of `V` colours."
+    """Images of scenes of squares: concept 0 is a square's fill colour, concept 1 its border colour, from one palette
+    of `V` colours."""
     V: int                      # colours per concept
     size: int = 32              # image side, pixels
     square: int = 10            # square side, pixels
@@ -78,33 +85,47 @@ class SquareRenderer:
     tries: int = 32             # candidate corners of a square that must not overlap the first
 
     def __post_init__(self):
-        if self.level not in LEVELS: raise ValueError(f"level must be one of {list(LEVELS)} ({LEVELS}), got {self.level!r}")
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {list(LEVELS)} ({LEVELS}), got {self.level!r}")
         palette(self.V)
-        whole_number(self.size, "image size", low=1); whole_number(self.square, "square", low=1); whole_number(self.tries, "tries", low=1)
-        if self.square <= 2 * BORDER: raise ValueError(f"a square of side {self.square} has no fill inside its {BORDER}-pixel border: use square >= {2 * BORDER + 1}")
-        if self.square > self.size: raise ValueError(f"a square of side {self.square} does not fit an image of side {self.size}: use a larger image or a smaller square")
-        if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise, bool) and np.isfinite(self.noise) and self.noise >= 0):
+        whole_number(self.size, "image size", low=1)
+        whole_number(self.square, "square", low=1); whole_number(self.tries, "tries", low=1)
+        if self.square <= 2 * BORDER:
+            raise ValueError(f"a square of side {self.square} has no fill inside its {BORDER}-pixel border: use square "
+                             f">= {2 * BORDER + 1}")
+        if self.square > self.size:
+            raise ValueError(f"a square of side {self.square} does not fit an image of side {self.size}: use a larger "
+                             f"image or a smaller square")
+        if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise,
+                                                                        bool) and np.isfinite(self.noise) and self.noise >= 0):
             raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
 
     def check_apart(self, objects: int) -> None:
-        "Raise a `ValueError` that says what to change when scenes of `objects` squares need places apart that this image may not have."
+        """Raise a `ValueError` that says what to change when scenes of `objects` squares need places apart that this
+        image may not have."""
         if objects < 2 or self.level == 3 or self.square <= (fits := largest_apart_square(self.size)): return
-        smaller = f"square <= {fits}, " if fits > 2 * BORDER else ""                          # else no square with a fill fits twice
-        raise ValueError(f"two squares of side {self.square} have no place apart on an image of side {self.size} when the first lands near the middle; "
-                         f"the largest square that always fits twice at levels 1-2 is {fits}: use {smaller}an image of side >= {3 * self.square - 1}, "
-                         f"one object per scene (max_objects=1) or level 3")
+        # else no square with a fill fits twice
+        smaller = f"square <= {fits}, " if fits > 2 * BORDER else ""
+        raise ValueError(f"two squares of side {self.square} have no place apart on an image of side {self.size} when "
+                         f"the first lands near the middle; the largest square that always fits twice at levels 1-2 is "
+                         f"{fits}: use {smaller}an image of side >= {3 * self.square - 1}, one object per scene "
+                         f"(max_objects=1) or level 3")
 
     def far_corner(self, first: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-        "Corners `[n, 2]` apart from `first` `[n, 2]`: on the image's edge farther from it along the axis with more room, `other`'s coordinate on the other."
+        """Corners `[n, 2]` apart from `first` `[n, 2]`: on the image's edge farther from it along the axis with more
+        room, `other`'s coordinate on the other."""
         last = self.size - self.square
         edge, room = (2 * first < last).to(first.dtype) * last, torch.maximum(first, last - first)
         along_y = room[:, :1] >= room[:, 1:]
         return torch.where(torch.cat([along_y, ~along_y], 1), edge, other)
 
     def corners(self, present: torch.Tensor, g: torch.Generator, check: bool = True) -> torch.Tensor:
-        "Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart from the first (`far_corner` where no try is). `check`: that two squares fit apart, if any scene has two (a host read)."
+        """Top-left corners `[n, slots, 2]` (y, x) of the squares; below level 3 a present second square keeps apart
+        from the first (`far_corner` where no try is). `check`: that two squares fit apart, if any scene has two (a host
+        read)."""
         n, slots = present.shape
-        candidates = torch.randint(0, self.size - self.square + 1, (n, slots, self.tries, 2), generator=g, device=present.device)
+        candidates = torch.randint(0, self.size - self.square + 1, (n, slots, self.tries, 2), generator=g,
+                                   device=present.device)
         if self.level == 3 or slots == 1: return candidates[:, :, 0]
         if slots > 2: raise ValueError(f"scenes of squares hold at most two objects below level 3, got {slots} slots")
         both = present.all(1)
@@ -114,11 +135,15 @@ class SquareRenderer:
         tried = second[torch.arange(n, device=present.device), apart.int().argmax(1)]         # the first try apart
         return torch.stack([first, torch.where(apart.any(1, keepdim=True), tried, self.far_corner(first, second[:, 0]))], 1)
 
-    def render(self, scenes, seed: int = 0, colours: torch.Tensor | None = None, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        "Images `[n, 3, size, size]` in [0, 1] of `scenes` `[n, slots, 2]` (values, -1 for an empty slot), and the corners `[n, slots, 2]` used. `colours`: the palette `[V, 3]` on the scenes' device (default: made here); `check=False` skips the checks that read the scenes on the host (a training step)."
+    def render(self, scenes, seed: int = 0, colours: torch.Tensor | None = None,
+               check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images `[n, 3, size, size]` in [0, 1] of `scenes` `[n, slots, 2]` (values, -1 for an empty slot), and the
+        corners `[n, slots, 2]` used. `colours`: the palette `[V, 3]` on the scenes' device (default: made here);
+        `check=False` skips the checks that read the scenes on the host (a training step)."""
         scenes = torch.as_tensor(scenes)
         if scenes.ndim != 3 or scenes.shape[-1] != 2 or scenes.is_floating_point():
-            raise ValueError(f"scenes must be integer values [n, slots, 2] (fill, border), got {scenes.dtype} {tuple(scenes.shape)}")
+            raise ValueError(f"scenes must be integer values [n, slots, 2] (fill, border), got {scenes.dtype} "
+                             f"{tuple(scenes.shape)}")
         if check:                                      # a slot is a square, or -1 for both colours
             ConceptSpace([self.V] * 2, names=("fill", "border")).check_values(scenes, allow_empty=True)
         dev, (n, slots, _) = scenes.device, scenes.shape
@@ -126,32 +151,41 @@ class SquareRenderer:
         present = (scenes >= 0).all(-1)                                                        # [n, slots]
         corner = self.corners(present, g, check)
         ax = torch.arange(self.size, device=dev)
-        y, x = ax - corner[..., :1], ax - corner[..., 1:]                                      # [n, slots, size]: offsets into each square
+        # [n, slots, size]: offsets into each square
+        y, x = ax - corner[..., :1], ax - corner[..., 1:]
         within = lambda r, margin: (r >= margin) & (r < self.square - margin)
         square = within(y, 0)[..., :, None] & within(x, 0)[..., None, :] & present[..., None, None]   # [n, slots, H, W]
         fill = within(y, BORDER)[..., :, None] & within(x, BORDER)[..., None, :]
-        colours = (torch.as_tensor(palette(self.V), device=dev) if colours is None else colours)[scenes.clamp(min=0)]   # [n, slots, 2, 3]
+        # [n, slots, 2, 3]
+        colours = (torch.as_tensor(palette(self.V), device=dev) if colours is None else colours)[scenes.clamp(min=0)]
         image = torch.zeros(n, 3, self.size, self.size, device=dev)                           # the black background
-        for s in range(slots):                                                                 # painter's order: a later slot on top
+        # painter's order: a later slot on top
+        for s in range(slots):
             colour = torch.where(fill[:, s, None], colours[:, s, 0, :, None, None], colours[:, s, 1, :, None, None])
             image = torch.where(square[:, s, None], colour, image)
-        if self.level >= 2: image = (image * (1 + self.noise * torch.randn(image.shape, generator=g, device=dev))).clamp(0, 1)
+        if self.level >= 2:
+            image = (image * (1 + self.noise * torch.randn(image.shape, generator=g, device=dev))).clamp(0, 1)
         return image, corner
 
 # %% ../nbs/07_pixels.ipynb #82b20eb1
 def grid_positions(k: int, d: int) -> torch.Tensor:
-    "`[k * k, d]` 2-D sinusoidal positions of a k × k grid, row-major: the row's in the first half of the channels, the column's in the second."
+    """`[k * k, d]` 2-D sinusoidal positions of a k × k grid, row-major: the row's in the first half of the channels,
+    the column's in the second."""
     half = sinusoidal_positions(k, d // 2)
     both = torch.cat([half[:, None].expand(k, k, -1), half[None].expand(k, k, -1)], -1).reshape(k * k, -1)
     return nn.functional.pad(both, (0, d - both.shape[1]))
 
 def check_stem(size: int, patch: int, depth: int, channels: int) -> None:
     "Raise a `ValueError` that says what to change when a pixel stem of these sizes cannot be built."
-    whole_number(patch, "patch", low=1); whole_number(depth, "conv_depth", low=1); whole_number(channels, "conv_channels", low=1)
-    if size % patch: raise ValueError(f"the image side {size} is not a multiple of the patch side {patch}: choose a patch that divides it")
+    whole_number(patch, "patch", low=1)
+    whole_number(depth, "conv_depth", low=1); whole_number(channels, "conv_channels", low=1)
+    if size % patch:
+        raise ValueError(f"the image side {size} is not a multiple of the patch side {patch}: choose a patch that "
+                         f"divides it")
 
 class PixelStem(nn.Module):
-    "Convolutions cut an image into patch tokens with 2-D positions; a learned readout token goes last, as one `Packed` group."
+    """Convolutions cut an image into patch tokens with 2-D positions; a learned readout token goes last, as one
+    `Packed` group."""
     def __init__(self, d_model: int, size: int = 32, patch: int = 4, channels: int = 32, depth: int = 2):
         super().__init__()
         check_stem(size, patch, depth, channels)
@@ -173,7 +207,8 @@ EVAL_SEED = 0   # the rendering seed wherever no gradient is taken
 
 @dataclass(frozen=True)
 class PixelConfig:
-    "The settings of a pixel scene tower (`input_settings` of a config with `inputs='pixels'`): how scenes are rendered, and the stem that reads the images."
+    """The settings of a pixel scene tower (`input_settings` of a config with `inputs='pixels'`): how scenes are
+    rendered, and the stem that reads the images."""
     level: int = 1              # 1 clean, 2 speckle noise, 3 speckle noise and overlap (LEVELS)
     image_size: int = 32        # image side
     square: int = 10            # square side (a border of 2 pixels around the fill)
@@ -184,7 +219,8 @@ class PixelConfig:
 
     def label(self) -> str: return f"pixels L{self.level}"   # how tables and figures name these inputs
 
-    def __post_init__(self):   # whole numbers given as numpy scalars or integral floats become ints; then the renderer and the stem check them
+    # whole numbers given as numpy scalars or integral floats become ints; then the renderer and the stem check them
+    def __post_init__(self):
         for name in ("level", "image_size", "square", "patch", "conv_depth", "conv_channels"):
             object.__setattr__(self, name, whole_number(getattr(self, name), name))
         if isinstance(self.noise, np.generic): object.__setattr__(self, "noise", self.noise.item())
@@ -196,10 +232,17 @@ class PixelConfig:
         return SquareRenderer(V=V, size=self.image_size, square=self.square, level=self.level, noise=self.noise)
 
     def check(self, cfg: ModelConfig) -> None:
-        "Raise a `ValueError` that says what to change when the model config `cfg` cannot read pixels (`ModelConfig` calls it)."
-        if cfg.C != 2: raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got C={cfg.C}")
-        if cfg.max_objects > 2: raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got {cfg.max_objects}")
-        if cfg.share_embedding: raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token embedding): leave it False")
+        """Raise a `ValueError` that says what to change when the model config `cfg` cannot read pixels (`ModelConfig`
+        calls it)."""
+        if cfg.C != 2:
+            raise ValueError(f"a square has two concepts (fill and border colour): C must be 2 with pixel inputs, got "
+                             f"C={cfg.C}")
+        if cfg.max_objects > 2:
+            raise ValueError(f"an image holds at most two squares: max_objects must be <= 2 with pixel inputs, got "
+                             f"{cfg.max_objects}")
+        if cfg.share_embedding:
+            raise ValueError("share_embedding has nothing to share with pixel inputs (the scene tower has no token "
+                             "embedding): leave it False")
         self.renderer(cfg.V).check_apart(cfg.max_objects)
 
 # %% ../nbs/07_pixels.ipynb #6683d8e7
@@ -211,14 +254,16 @@ class PixelSceneTower(nn.Module):
         self.renderer, self.max_objects, self.tower = renderer, max_objects, tower
         self.register_buffer("batches_rendered", torch.zeros((), dtype=torch.long))
         self.register_buffer("palette", torch.as_tensor(palette(renderer.V)), persistent=False)
-        self.rendered = 0                                  # batches_rendered, known on the host: a batch's seed needs no device read
+        # batches_rendered, known on the host: a batch's seed needs no device read
+        self.rendered = 0
 
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
         self.rendered = int(self.batches_rendered)
 
     def images(self, scenes: torch.Tensor) -> torch.Tensor:
-        "The images `[n, 3, H, W]` this tower reads for scenes `[n, slots, 2]` (unchecked, as every scene tower reads them)."
+        """The images `[n, 3, H, W]` this tower reads for scenes `[n, slots, 2]` (unchecked, as every scene tower reads
+        them)."""
         scenes = fit_slots(scenes, self.max_objects)
         if not torch.is_grad_enabled(): return self.renderer.render(scenes, EVAL_SEED, self.palette, check=False)[0]
         self.batches_rendered += 1; self.rendered += 1
@@ -235,7 +280,8 @@ def pixel_tower(cfg: ModelConfig) -> PixelSceneTower:
     return PixelSceneTower(px.renderer(cfg.V), cfg.max_objects, Tower(stem, body))
 
 def pixel_towers(cfg: ModelConfig) -> tuple[PixelSceneTower, nn.Module]:
-    "The towers of a pixel-input `DualEncoder`: the pixel scene tower, and the query tower of `cfg`'s architecture (tokens, or a product tower)."
+    """The towers of a pixel-input `DualEncoder`: the pixel scene tower, and the query tower of `cfg`'s architecture
+    (tokens, or a product tower)."""
     return pixel_tower(cfg), query_tower(cfg)
 
 register_inputs("pixels", pixel_towers, PixelConfig)
@@ -243,18 +289,22 @@ register_inputs("pixels", pixel_towers, PixelConfig)
 # %% ../nbs/07_pixels.ipynb #f59e8678
 CLIP = "openclip:ViT-B-32"
 
-def rendered_table(encoder, renderer: SquareRenderer, scenes: np.ndarray, name: str, batch_size: int = 64, cache_dir=None,
+def rendered_table(encoder, renderer: SquareRenderer, scenes: np.ndarray, name: str, batch_size: int = 64,
+                   cache_dir=None,
                    progress: bool = True) -> SceneTable:
-    "A `SceneTable` of two-object `scenes` `[n, 2, 2]` rendered by `renderer` (seed `EVAL_SEED`) and embedded by a frozen encoder (02a's `embed`)."
+    """A `SceneTable` of two-object `scenes` `[n, 2, 2]` rendered by `renderer` (seed `EVAL_SEED`) and embedded by a
+    frozen encoder (02a's `embed`)."""
     from binding_nb.cache import embed                  # imported here: a pixel run needs neither PIL nor the encoders
     from binding_nb.datasets.core import as_images
     scenes = np.asarray(scenes)
     if scenes.ndim != 3 or scenes.shape[1:] != (2, 2) or len(scenes) == 0 or (empty := (scenes < 0).any(-1).any(-1)).any():
         got = f"{int(empty.sum())} of {len(scenes)} scenes with an empty slot (-1)" if scenes.ndim == 3 and scenes.shape[1:] == (2, 2) and len(scenes) else f"shape {scenes.shape}"
-        raise ValueError(f"rendered_table takes scenes [n, 2, 2] with two objects in every one (§5.1 approximates how an encoder binds two objects; "
-                         f"a one-object scene has nothing to bind), got {got}: pass two-object scenes such as binding_scenes(ConceptSpace([V, V]), n)")
+        raise ValueError(f"rendered_table takes scenes [n, 2, 2] with two objects in every one (§5.1 approximates how "
+                         f"an encoder binds two objects; a one-object scene has nothing to bind), got {got}: pass "
+                         f"two-object scenes such as binding_scenes(ConceptSpace([V, V]), n)")
     renderer.check_apart(2)
     images = renderer.render(torch.as_tensor(scenes), EVAL_SEED)[0]
     pixels = (images.permute(0, 2, 3, 1) * 255).round().to(torch.uint8).numpy()
     emb = embed(encoder, as_images(pixels), batch_size, cache_dir, progress)
-    return SceneTable(ConceptSpace([renderer.V] * 2), emb, scenes, np.zeros((0, emb.shape[1]), np.float32), np.zeros(0, np.int64), name)
+    return SceneTable(ConceptSpace([renderer.V] * 2), emb, scenes, np.zeros((0, emb.shape[1]), np.float32),
+                      np.zeros(0, np.int64), name)

@@ -32,7 +32,8 @@ def read_json(path: Path) -> dict:
 
 @dataclass
 class Stage:
-    "One step of a diagnosis: its kind ('geometry', 'complexity', 'crossmodal'), its dataset, and, once run, what it found."
+    """One step of a diagnosis: its kind ('geometry', 'complexity', 'crossmodal'), its dataset, and, once run, what it
+    found."""
     kind: str
     dataset: str
     status: str = "pending"        # 'ok', 'not run' (a missing file, weights or renderer) or 'failed'
@@ -44,9 +45,11 @@ class Stage:
     def name(self) -> str: return f"{self.kind}_{re.sub(r'[^A-Za-z0-9_]+', '-', self.dataset)}"
 
 # %% ../nbs/08a_reports.ipynb #27c96281
-_GEOMETRY_VERDICT = {"r2": ("additive reconstruction R², AVG / AVG+POS", lambda n: f"{n['R² AVG, shuffled']:.2f} (shuffled objects)"),
+_GEOMETRY_VERDICT = {"r2": ("additive reconstruction R², AVG / AVG+POS", lambda n: f"{n['R² AVG, shuffled']:.2f} "
+                                                                                   f"(shuffled objects)"),
                      "edit_avg": ("edit retrieval, k = 1, AVG", lambda n: f"{n['retrieval chance']:.3f} (chance)"),
-                     "probes": ("held-out linear probes", lambda n: f"objects {n['bag of concepts']:.2f} (bag of concepts)")}
+                     "probes": ("held-out linear probes", lambda n: f"objects {n['bag of concepts']:.2f} (bag of "
+                                                                    f"concepts)")}
 
 def _paper_value(table: pd.DataFrame, key: str, dataset: str | None = None) -> str:
     "The paper's number for pretrained CLIP ViT-B/32 under `key` (on `dataset`, when the table names datasets), or '—'."
@@ -55,27 +58,35 @@ def _paper_value(table: pd.DataFrame, key: str, dataset: str | None = None) -> s
     return "; ".join(dict.fromkeys(rows.paper)) or "—"
 
 def verdict(stages: Sequence[Stage]) -> pd.DataFrame:
-    "The headline of each stage beside its chance level or baseline and pretrained CLIP ViT-B/32's number in the paper; a stage that did not run says why."
+    """The headline of each stage beside its chance level or baseline and pretrained CLIP ViT-B/32's number in the
+    paper; a stage that did not run says why."""
     rows = []
     for s in stages:
-        row = lambda measure, yours, baseline="", paper="—": rows.append(dict(stage=s.kind, dataset=s.dataset, measure=measure, yours=yours,
+        row = lambda measure, yours, baseline="", paper="—": rows.append(dict(stage=s.kind, dataset=s.dataset,
+                                                                              measure=measure, yours=yours,
                                                                               chance_or_baseline=baseline, clip_in_paper=paper))
         if s.status != "ok": row("(stage)", f"{s.status}: {s.reason}"); continue
         n = s.numbers
         if s.kind == "geometry":
             for key, (measure, base) in _GEOMETRY_VERDICT.items():
-                row(measure, geometry_ours(key, n, s.tables.get("table5_attribution"))[0], base(n), _paper_value(GEOMETRY_NUMBERS, key, s.dataset))
+                row(measure, geometry_ours(key, n, s.tables.get("table5_attribution"))[0], base(n),
+                    _paper_value(GEOMETRY_NUMBERS, key, s.dataset))
         elif s.kind == "complexity":
             summary = s.tables["complexity_summary"]
             for p in COMPLEXITY_NUMBERS[(COMPLEXITY_NUMBERS.figure == "Fig. 4") & COMPLEXITY_NUMBERS.model.str.startswith("CLIP")].itertuples():
-                yours = complexity_ours(summary[summary.family.isin(p.families)], p.key)          # the paper's families: MLPs
+                # the paper's families: MLPs
+                yours = complexity_ours(summary[summary.family.isin(p.families)], p.key)
                 row(f"{p.measure} ({', '.join(p.families)})", "n/a" if not np.isfinite(yours) else f"{yours:.2f}",
                     f"{n['bag of concepts']:.2f} (bag of concepts)" if "object" in p.key else "", p.paper)
-            row(f"held-out object recognition at coverage {n['middle coverage']:g}, best approximator", f"{n['held-out object recognition, middle coverage']:.2f}",
-                f"{n['bag of concepts']:.2f} (bag of concepts); the encoder's own probe {n['own object probe (ceiling), middle coverage']:.2f}")
+            row(f"held-out object recognition at coverage {n['middle coverage']:g}, best approximator",
+                f"{n['held-out object recognition, middle coverage']:.2f}",
+                f"{n['bag of concepts']:.2f} (bag of concepts); the encoder's own probe "
+                f"{n['own object probe (ceiling), middle coverage']:.2f}")
         else:
-            row("cross-modal concept recognition (Def. 3.3)", f"{n['concept recognition']:.2f}", f"{n['concept chance']:.3f} (chance)")
-            row("cross-modal object recognition (Def. 3.4)", f"{n['object recognition']:.2f}", f"{n['bag of concepts']:.2f} (bag of concepts)",
+            row("cross-modal concept recognition (Def. 3.3)", f"{n['concept recognition']:.2f}",
+                f"{n['concept chance']:.3f} (chance)")
+            row("cross-modal object recognition (Def. 3.4)", f"{n['object recognition']:.2f}",
+                f"{n['bag of concepts']:.2f} (bag of concepts)",
                 "at the bag-of-concepts level (abstract)")
     return pd.DataFrame(rows, columns=["stage", "dataset", "measure", "yours", "chance_or_baseline", "clip_in_paper"])
 
@@ -94,15 +105,20 @@ def markdown_table(df: pd.DataFrame, digits: int = 2) -> str:
     return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)])
 
 def html_page(blocks: Sequence[tuple], title: str, folder: Path) -> str:
-    "A standalone HTML page of report blocks: ('h', level, text), ('p', text), ('table', df), ('img', file in `folder`); figures inlined."
+    """A standalone HTML page of report blocks: ('h', level, text), ('p', text), ('table', df), ('img', file in
+    `folder`); figures inlined."""
     parts = []
     for b in blocks:
         if b[0] == "h": parts.append(f"<h{b[1]}>{html.escape(b[2])}</h{b[1]}>")
         elif b[0] == "p": parts.append(f"<p>{html.escape(b[1])}</p>")
-        elif b[0] == "table": parts.append(b[1].to_html(index=False, float_format=lambda x: f"{x:.2f}", na_rep="", border=0, classes="t"))
-        elif b[0] == "img": parts.append(f'<img alt="{html.escape(b[1])}" src="data:image/png;base64,{base64.b64encode((folder / b[1]).read_bytes()).decode()}">')
-    style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222} table.t{border-collapse:collapse;"
-             "margin:.5rem 0 1rem;font-size:.9rem} .t th,.t td{border-bottom:1px solid #ddd;padding:.25rem .6rem;text-align:left} img{max-width:100%}")
+        elif b[0] == "table":
+            parts.append(b[1].to_html(index=False, float_format=lambda x: f"{x:.2f}", na_rep="", border=0, classes="t"))
+        elif b[0] == "img":
+            parts.append(f'<img alt="{html.escape(b[1])}" '
+                         f'src="data:image/png;base64,{base64.b64encode((folder / b[1]).read_bytes()).decode()}">')
+    style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222} "
+             "table.t{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.9rem} .t th,.t td{border-bottom:1px "
+             "solid #ddd;padding:.25rem .6rem;text-align:left} img{max-width:100%}")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
 
 def markdown_page(blocks: Sequence[tuple]) -> str:
@@ -116,13 +132,17 @@ def markdown_page(blocks: Sequence[tuple]) -> str:
     return "\n\n".join(out) + "\n"
 
 # %% ../nbs/08a_reports.ipynb #40e39183
-_KIND_TITLES = {"geometry": "§4 geometry: is the scene a sum of objects?", "complexity": "§5.1 complexity: does a simple function of the concepts give the objects?",
+_KIND_TITLES = {"geometry": "§4 geometry: is the scene a sum of objects?", "complexity": "§5.1 complexity: does a "
+                                                                                         "simple function of the "
+                                                                                         "concepts give the objects?",
                 "crossmodal": "Cross-modal recognition: do the towers agree on objects?"}
 
 def headline(stages: Sequence[Stage]) -> dict[str, float]:
     "The numbers a leaderboard shows, flat: '<dataset> <stage>: <measure>'."
-    keep = {"geometry": ("R² AVG", "R² AVG, shuffled", "edit k=1 AVG", "retrieval chance", "concept probe", "object probe", "bag of concepts"),
-            "complexity": ("held-out object recognition, middle coverage", "held-out concept recognition, middle coverage", "bag of concepts"),
+    keep = {"geometry": ("R² AVG", "R² AVG, shuffled", "edit k=1 AVG", "retrieval chance", "concept probe",
+                         "object probe", "bag of concepts"),
+            "complexity": ("held-out object recognition, middle coverage",
+                           "held-out concept recognition, middle coverage", "bag of concepts"),
             "crossmodal": ("concept recognition", "object recognition", "bag of concepts")}
     return {f"{s.dataset} {s.kind}: {k}": s.numbers[k] for s in stages if s.status == "ok" for k in keep[s.kind] if k in s.numbers}
 
@@ -130,33 +150,43 @@ def report_blocks(info: dict, stages: Sequence[Stage], folder: Path) -> list[tup
     "The report: provenance, the verdict table, then each stage's tables and figures."
     blocks = [("h", 1, f"Binding diagnosis: {info['encoder']}"),
               ("p", f"Command: {info['command']}"),
-              ("p", f"binding_nb {info['version']}, torch {info['torch']}, on {info['machine']} ({info['device']}); budget {info['budget']}; "
-                    f"{info['stage_seconds']:.0f} s of stages, this run {info['wall_seconds']:.0f} s; made {info['finished']}."),
-              ("table", pd.DataFrame([dict(modality=m, encoder=t["encoder"], weights=t["weights"], digest=t["digest"]) for m, t in info["towers"].items()])),
+              ("p", f"binding_nb {info['version']}, torch {info['torch']}, on {info['machine']} ({info['device']}); "
+                    f"budget {info['budget']}; {info['stage_seconds']:.0f} s of stages, this run "
+                    f"{info['wall_seconds']:.0f} s; made {info['finished']}."),
+              ("table",
+               pd.DataFrame([dict(modality=m, encoder=t["encoder"], weights=t["weights"],
+                                  digest=t["digest"]) for m, t in info["towers"].items()])),
               ("h", 2, "Verdict"),
-              ("p", "Each measure of your encoder beside its chance level or baseline, and beside pretrained CLIP ViT-B/32 in the paper (its published numbers, "
-                    "where the paper gives one for this dataset). Geometry: in-sample R² and retrieval; probes on held-out scenes. Complexity: approximators "
-                    "fitted on scenes of part of the objects, read by linear probes on scenes made only of the others, selected on validation objects. "
-                    "Cross-modal: every concept value and every object scored against each two-object scene (exhaustive)."),
+              ("p", "Each measure of your encoder beside its chance level or baseline, and beside pretrained CLIP "
+                    "ViT-B/32 in the paper (its published numbers, where the paper gives one for this dataset). "
+                    "Geometry: in-sample R² and retrieval; probes on held-out scenes. Complexity: approximators fitted "
+                    "on scenes of part of the objects, read by linear probes on scenes made only of the others, "
+                    "selected on validation objects. Cross-modal: every concept value and every object scored against "
+                    "each two-object scene (exhaustive)."),
               ("table", verdict(stages))]
     for s in stages:
         blocks.append(("h", 2, f"{_KIND_TITLES[s.kind]} ({s.dataset})"))
         if s.status != "ok": blocks.append(("p", f"{s.status}: {s.reason}")); continue
-        blocks.append(("p", f"{s.seconds:.1f} s{' (read back from an earlier run)' if s.reason == 'read back' else ''}; tables: "
+        blocks.append(("p", f"{s.seconds:.1f} "
+                            f"s{' (read back from an earlier run)' if s.reason == 'read back' else ''}; tables: "
                             + ", ".join(f"{s.name}/{t}.csv" for t in s.tables) + "."))
         main = {"geometry": "key_numbers", "complexity": "complexity_summary", "crossmodal": "crossmodal"}[s.kind]
         df = s.tables[main]
         blocks.append(("table", df.T.reset_index().set_axis(["measure", "value"], axis=1) if s.kind != "complexity" else
-                       df[["family", "coverage", "concept_acc", "object_acc", "ceiling_object_acc", "bag_of_concepts_acc", "object_acc_test_max", "chosen"]]))
+                       df[["family", "coverage", "concept_acc", "object_acc", "ceiling_object_acc",
+                           "bag_of_concepts_acc", "object_acc_test_max", "chosen"]]))
         blocks += [("img", f"{s.name}/{p.name}") for p in sorted((folder / s.name).glob("*.png"))]
     return blocks
 
 def write_report(info: dict, stages: Sequence[Stage], folder: Path) -> dict:
     "Write report.md, report.html and summary.json into `folder`; the summary."
     blocks = report_blocks(info, stages, folder)
-    summary = {**info, "stages": [dict(name=s.name, kind=s.kind, dataset=s.dataset, status=s.status, reason=s.reason, seconds=s.seconds) for s in stages],
+    summary = {**info,
+               "stages": [dict(name=s.name, kind=s.kind, dataset=s.dataset, status=s.status, reason=s.reason,
+                               seconds=s.seconds) for s in stages],
                "headline": headline(stages)}
-    for name, text in (("report.md", markdown_page(blocks)), ("report.html", html_page(blocks, f"Binding diagnosis: {info['encoder']}", folder)),
+    for name, text in (("report.md", markdown_page(blocks)), ("report.html", html_page(blocks, f"Binding diagnosis: "
+                                                                                               f"{info['encoder']}", folder)),
                        ("summary.json", json.dumps(summary, indent=1))):
         with atomic_file(folder / name) as f: f.write(text.encode())
     with atomic_file(folder / "verdict.csv") as f: verdict(stages).to_csv(f, index=False)
@@ -164,13 +194,16 @@ def write_report(info: dict, stages: Sequence[Stage], folder: Path) -> dict:
 
 # %% ../nbs/08a_reports.ipynb #41e7d961
 def leaderboard(paths: Sequence) -> pd.DataFrame:
-    "One row per report (a summary.json, or a folder searched for them): the encoder, its budget and wall time, and its headline numbers."
+    """One row per report (a summary.json, or a folder searched for them): the encoder, its budget and wall time, and
+    its headline numbers."""
     files = []
     for p in map(Path, paths):
         if p.is_file(): files.append(p)
         elif p.is_dir(): files += sorted(p.rglob("summary.json"))
         else: raise FileNotFoundError(f"{p} does not exist: pass report folders or summary.json files")
-    if not files: raise FileNotFoundError(f"no summary.json under {[str(p) for p in paths]}: pass the --out folders of binding_nb diagnose")
+    if not files:
+        raise FileNotFoundError(f"no summary.json under {[str(p) for p in paths]}: pass the --out folders of "
+                                f"binding_nb diagnose")
     first: dict[Path, Path] = {}
     for f in files: first.setdefault(f.resolve(), f)          # a report named twice (folder and file) is one row
     files = list(first.values())
@@ -182,7 +215,8 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
         if not isinstance(s["headline"], dict) or set(s["headline"]) & {"encoder", "budget", "seconds", "report"}:
             raise ValueError(f"{f} is not a summary of binding_nb diagnose: its headline must map measures to numbers, "
                              "none named encoder, budget, seconds or report; remove it, or run the diagnosis again")
-        rows.append(dict(encoder=s["encoder"], budget=s["budget"], seconds=s["stage_seconds"], **s["headline"], report=str(f.parent)))
+        rows.append(dict(encoder=s["encoder"], budget=s["budget"], seconds=s["stage_seconds"], **s["headline"],
+                         report=str(f.parent)))
     return pd.DataFrame(rows)
 
 def write_leaderboard(board: pd.DataFrame, out) -> None:

@@ -23,7 +23,8 @@ __all__ = ['STATUSES', 'CONVERT_ADVICE', 'ResultsTable']
 
 # %% ../nbs/results.ipynb #0a93bfac
 STATUSES = ("ok", "diverged")   # a finished cell, or a run whose loss went non-finite (kept, so that it is not rerun)
-CONVERT_ADVICE = "convert it with `python scripts/convert_old_runs.py {path}` (in a clone of binding_nb)"   # for files of older versions
+# for files of older versions
+CONVERT_ADVICE = "convert it with `python scripts/convert_old_runs.py {path}` (in a clone of binding_nb)"
 
 _LOCKS: dict[str, FileLock] = {}
 
@@ -43,7 +44,8 @@ class ResultsTable:
     counts: tuple[str, ...] = ()               # whole-number columns
     checks: Callable[[pd.DataFrame], dict[str, pd.Series]] | None = None   # more {reason: mask of bad rows}
     advice: str = "pass the table's file"      # what to pass instead of a folder
-    optional: tuple[str, ...] = ()             # measurements a row may lack: a table written without them reads them as empty
+    # measurements a row may lack: a table written without them reads them as empty
+    optional: tuple[str, ...] = ()
 
     def path(self, output_dir: str | os.PathLike) -> Path:
         "The table's file inside `output_dir`."
@@ -67,15 +69,19 @@ class ResultsTable:
         "Which rows of `df` have the identity of `row`."
         hit = pd.Series(True, index=df.index)
         for k in self.keys:
-            hit &= (df[k].astype(str) == str(row[k])) if k in self.text else np.isclose(df[k].astype(float), float(row[k]))
+            hit &= (df[k].astype(str) == str(row[k])) if k in self.text else np.isclose(df[k].astype(float),
+                                                                                        float(row[k]))
         return hit
 
     def read(self, path: str | os.PathLike, expect: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:
-        "The table at `path` (empty if missing), read under its lock; damaged or repeated rows, and rows `expect` faults (per row, a reason or ''), are set aside with a warning."
+        """The table at `path` (empty if missing), read under its lock; damaged or repeated rows, and rows `expect`
+        faults (per row, a reason or ''), are set aside with a warning."""
         path = Path(path)
         if path.is_dir(): raise ValueError(f"{path} is a folder: {self.advice}")
-        if not path.exists(): return pd.DataFrame(columns=list(self.columns))      # reading creates nothing, not even the folder
-        if not os.access(path.parent, os.W_OK): return self._read(path, expect)  # a folder nobody here can write to: no lock to take
+        # reading creates nothing, not even the folder
+        if not path.exists(): return pd.DataFrame(columns=list(self.columns))
+        # a folder nobody here can write to: no lock to take
+        if not os.access(path.parent, os.W_OK): return self._read(path, expect)
         with _lock(path): return self._read(path, expect)
 
     def write(self, df: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -94,13 +100,15 @@ class ResultsTable:
 
     def _write(self, df: pd.DataFrame, path: Path) -> None:
         cols = list(self.columns)
-        with atomic_file(path) as f: df.reindex(columns=cols + [c for c in df.columns if c not in cols]).to_csv(f, index=False)
+        with atomic_file(path) as f:
+            df.reindex(columns=cols + [c for c in df.columns if c not in cols]).to_csv(f, index=False)
 
     def _repeats(self, df: pd.DataFrame) -> pd.Series:
         "Per row, '' or the earlier line whose identity it repeats (the first of each identity is kept)."
         ident = pd.DataFrame({k: df[k].astype(str) if k in self.text else pd.to_numeric(df[k], errors="coerce").round(9)
                               for k in self.keys}, index=df.index)
-        first = pd.Series(df.index, index=df.index).groupby([ident[k] for k in self.keys], dropna=False, sort=False).transform("first")
+        first = pd.Series(df.index, index=df.index).groupby([ident[k] for k in self.keys], dropna=False,
+                                                            sort=False).transform("first")
         text = df.astype(object).where(df.notna(), "").astype(str)
         same = (text.to_numpy() == text.loc[first].to_numpy()).all(1)
         return pd.Series(np.where(first == df.index, "", np.where(same, "a repeat of line ", "the identity of line ")
@@ -117,11 +125,13 @@ class ResultsTable:
                              f"it was left untouched: move it away or choose another output_dir")
         rows = {n: r for n, r in enumerate(lines[1:], 2) if r}
         bad = {n: f"{len(r)} fields instead of {len(header)}" for n, r in rows.items() if len(r) != len(header)}
-        if rows and not content.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")   # its last field may be cut
+        # its last field may be cut
+        if rows and not content.endswith(("\n", "\r")): bad.setdefault(max(rows), "no line end (cut short)")
         missing = [c for c in columns if c not in header and c not in self.optional]
-        if missing and lines and "\n" in content:      # a whole header line without standard columns: a table of an older version
-            raise ValueError(f"{path} lacks the columns {', '.join(missing)}: an older version of binding_nb wrote it; it was left "
-                             f"untouched: {CONVERT_ADVICE.format(path=path)}")
+        # a whole header line without standard columns: a table of an older version
+        if missing and lines and "\n" in content:
+            raise ValueError(f"{path} lacks the columns {', '.join(missing)}: an older version of binding_nb wrote it; "
+                             f"it was left untouched: {CONVERT_ADVICE.format(path=path)}")
         if missing or len(set(header)) < len(header):
             bad.update({n: f"a header without {missing or 'unique columns'}" for n in rows if n not in bad})
             df = pd.DataFrame(columns=columns)

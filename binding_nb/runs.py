@@ -39,10 +39,13 @@ def _grid_mask(objects: np.ndarray, n: int) -> np.ndarray:
     return (np.asarray(objects) < n).all((1, 2))
 
 def restrict_values(data, n: int):
-    "The scenes of `data` made only of the first `n` values of every concept (a complete grid, when `data` is one), as a subset."
+    """The scenes of `data` made only of the first `n` values of every concept (a complete grid, when `data` is one), as
+    a subset."""
     objects, _ = dataset_labels(data)
     keep = _grid_mask(objects, whole_number(n, "n", low=2))
-    if not keep.any(): raise ValueError(f"no scene of {getattr(data, 'name', 'the data')} uses only the first {n} values of every concept")
+    if not keep.any():
+        raise ValueError(f"no scene of {getattr(data, 'name', 'the data')} uses only the first {n} values of every "
+                         f"concept")
     return data.subset(keep)
 
 # %% ../nbs/03a_runs.ipynb #d986ff45
@@ -50,11 +53,12 @@ def _parse_dataset(spec: str) -> tuple[str, int | None]:
     "The dataset name and grid size of 'NAME' or 'NAME:N', or a clear error."
     base, _, n = str(spec).partition(":")
     if base not in DATASETS:
-        raise ValueError(f"unknown dataset {spec!r}: use one of {list(DATASETS)}, optionally with ':N' for the grid of the first N "
-                         f"values (e.g. 'text:5')")
+        raise ValueError(f"unknown dataset {spec!r}: use one of {list(DATASETS)}, optionally with ':N' for the grid of "
+                         f"the first N values (e.g. 'text:5')")
     if not n: return base, None
     if not n.isdigit() or int(n) < 2: raise ValueError(f"dataset {spec!r}: ':N' needs a whole number N >= 2, got {n!r}")
-    if base.startswith("clevr3d-3") or base == "pug_spare": raise ValueError(f"dataset {spec!r}: ':N' is for the complete grids, not {base}")
+    if base.startswith("clevr3d-3") or base == "pug_spare":
+        raise ValueError(f"dataset {spec!r}: ':N' is for the complete grids, not {base}")
     return base, int(n)
 
 _GRID_SPACES = {"clevr2d": D.clevr_space, "clevr3d": D.clevr_space, "text": D.text_space,
@@ -79,11 +83,12 @@ def check_n_pairs(spec: str, n_pairs: int | None) -> int | None:
     return n_pairs
 
 def _sample_rows(objects: np.ndarray, n_pairs: int | None, seed: int, spec: str) -> np.ndarray:
-    "Indices of every single-object scene and of a seeded sample of `n_pairs` multi-object scenes (all when None), sorted."
+    """Indices of every single-object scene and of a seeded sample of `n_pairs` multi-object scenes (all when None),
+    sorted."""
     multi = np.flatnonzero(np.asarray(scene_sizes(objects)) > 1)
     if n_pairs is not None and n_pairs > len(multi):
-        raise ValueError(f"n_pairs={n_pairs:,} is more than the {len(multi):,} multi-object scenes of {spec}: pass at most {len(multi):,}, "
-                         f"or None for all of them")
+        raise ValueError(f"n_pairs={n_pairs:,} is more than the {len(multi):,} multi-object scenes of {spec}: pass at "
+                         f"most {len(multi):,}, or None for all of them")
     keep = multi[seeded_subset(len(multi), n_pairs, seed)]
     return np.sort(np.concatenate([keep, np.flatnonzero(np.asarray(scene_sizes(objects)) == 1)]))
 
@@ -98,37 +103,46 @@ def check_pug_root(pug_root, csv: str = "labels.csv") -> Path:
         raise ValueError(f"pug_root {root} holds no {csv}: pass the folder of the PUG:SPARE download")
     return root
 
-def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render_cache="default", clevr3d_size: int = 224,
+def dataset_by_name(spec: str, n_pairs: int | None = None, seed: int = 0, render_cache="default",
+                    clevr3d_size: int = 224,
                     clevr3d_spp: int = 32, pug_root=None, progress: bool = True):
     "The dataset named `spec` ('NAME' or 'NAME:N'), with a seeded sample of `n_pairs` multi-object scenes when given."
     base, n = _parse_dataset(spec)
     n_pairs = check_n_pairs(spec, n_pairs)
     cache = None if render_cache in (None, "none") else render_cache
-    if base == "clevr3d":                                              # choose the scenes first: only those are rendered
+    # choose the scenes first: only those are rendered
+    if base == "clevr3d":
         objects = D.all_pairs(D.clevr_space())
         if n: objects = objects[_grid_mask(objects, n)]
         objects = objects[_sample_rows(objects, n_pairs, seed, spec)]
         return D.clevr3d(clevr3d_size, clevr3d_spp, objects=objects, cache_dir=cache, progress=progress)
     if base.startswith("clevr3d-3"):
-        return D.clevr3d(clevr3d_size, clevr3d_spp, n_objects=3, occlusion=base.endswith("occlusion"), n_scenes=n_pairs or 300,
+        return D.clevr3d(clevr3d_size, clevr3d_spp, n_objects=3, occlusion=base.endswith("occlusion"),
+                         n_scenes=n_pairs or 300,
                          seed=seed, cache_dir=cache, progress=progress)
     if base == "text" and not n: return D.text_captions(n_pairs=n_pairs, seed=seed)
     if base == "pug_spare":
-        if pug_root is None: raise FileNotFoundError("pug_spare needs the downloaded PUG:SPARE folder: pass pug_root (papermill: -p pug_root /data/pug_spare)")
+        if pug_root is None:
+            raise FileNotFoundError("pug_spare needs the downloaded PUG:SPARE folder: pass pug_root (papermill: -p "
+                                    "pug_root /data/pug_spare)")
         ds = D.pug_spare(pug_root)
-    else: ds = {"clevr2d": D.clevr2d, "text": D.text_captions, "patterned": lambda: D.patterned_scenes(singles=True, seed=seed, progress=progress)}[base]()
+    else:
+        ds = {"clevr2d": D.clevr2d, "text": D.text_captions,
+              "patterned": lambda: D.patterned_scenes(singles=True, seed=seed, progress=progress)}[base]()
     if n: ds = restrict_values(ds, n)
     return ds if n_pairs is None else ds.subset(_sample_rows(ds.objects, n_pairs, seed, spec))
 
 # %% ../nbs/03a_runs.ipynb #f03b7aa2
-_MODEL_NAMES = {"openclip:ViT-B-32": "CLIP ViT-B/32", "hf:facebook/dinov2-base": "DINOv2 ViT-B/14", "st:all-MiniLM-L6-v2": "MiniLM-L6"}
+_MODEL_NAMES = {"openclip:ViT-B-32": "CLIP ViT-B/32", "hf:facebook/dinov2-base": "DINOv2 ViT-B/14",
+                "st:all-MiniLM-L6-v2": "MiniLM-L6"}
 
 @dataclass(frozen=True)
 class RunSpec:
     "One measurement: a dataset by name, an encoder by name with its weights, and optionally a sample of the scenes."
     dataset: str
     encoder: str
-    weights: str = "random"        # 'random' (random-init twin), 'default' (the published weights), a tag or a local path
+    # 'random' (random-init twin), 'default' (the published weights), a tag or a local path
+    weights: str = "random"
     n_pairs: int | None = None     # a seeded sample of this many multi-object scenes (None: all)
 
     def __post_init__(self):
@@ -155,7 +169,8 @@ class RunSpec:
 # %% ../nbs/03a_runs.ipynb #527863d6
 def standard_runs(image_pairs: int | None = None, clevr3d_triples: int = 300, n_pairs: int | None = None,
                   clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = None) -> list[RunSpec]:
-    "The default runs of this page: `image_pairs` and `text_pairs` sample the image runs' pairs and MiniLM's captions (None: all); `n_pairs` caps every run."
+    """The default runs of this page: `image_pairs` and `text_pairs` sample the image runs' pairs and MiniLM's captions
+    (None: all); `n_pairs` caps every run."""
     cap = lambda k: k if n_pairs is None else n_pairs if k is None else min(k, n_pairs)
     clip, dino, mini = "openclip:ViT-B-32", "hf:facebook/dinov2-base", "st:all-MiniLM-L6-v2"
     images = [("clevr2d", image_pairs), ("clevr3d", image_pairs), ("patterned", image_pairs)]
@@ -172,32 +187,45 @@ def _sample_size(v, name: str) -> int | None:
     "A sample size parameter: 0 or None mean all, else a whole number >= 4."
     return None if v is None or (v == 0 and not isinstance(v, bool)) else whole_number(v, name, low=4)
 
-def one_run(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None) -> RunSpec | None:
-    "The one run a page's `encoder`, `pretrained`, `dataset` and `n_pairs` name; None without `encoder` (`dataset` and `pretrained` are then refused)."
+def one_run(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d",
+            n_pairs: int | None = None) -> RunSpec | None:
+    """The one run a page's `encoder`, `pretrained`, `dataset` and `n_pairs` name; None without `encoder` (`dataset` and
+    `pretrained` are then refused)."""
     weights = "random" if pretrained in (None, False) else "default" if pretrained is True else pretrained
     for name, value, default in (("dataset", dataset, "clevr2d"), ("pretrained", weights, "random")):
         if encoder is None and value != default:
-            raise ValueError(f"{name} applies only to one run, named by encoder (got {name}={value!r} and no encoder): add -p encoder "
-                             f"openclip:ViT-B-32 (or another), or leave {name} out for the standard runs")
-    if not isinstance(weights, str) or not weights.strip(): raise ValueError(f"pretrained must be 'random', 'default', a tag or a local path, got {weights!r}")
+            raise ValueError(f"{name} applies only to one run, named by encoder (got {name}={value!r} and no encoder): "
+                             f"add -p encoder openclip:ViT-B-32 (or another), or leave {name} out for the standard runs")
+    if not isinstance(weights, str) or not weights.strip():
+        raise ValueError(f"pretrained must be 'random', 'default', a tag or a local path, got {weights!r}")
     return None if encoder is None else RunSpec(dataset, encoder, weights, _sample_size(n_pairs, "n_pairs"))
 
-def named_runs(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None, image_pairs=None,
+def named_runs(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None,
+               image_pairs=None,
                clevr3d_triples: int = 300, text_pairs=None, clip_weights: str = "default", dinov2_weights: str = "default") -> list[RunSpec]:
-    "The runs a page's parameters name: with `encoder`, `one_run`; else the standard runs (`dataset` and `pretrained` refused); checked."
+    """The runs a page's parameters name: with `encoder`, `one_run`; else the standard runs (`dataset` and `pretrained`
+    refused); checked."""
     run = one_run(encoder, pretrained, dataset, n_pairs)
     for name, w in (("clip_weights", clip_weights), ("dinov2_weights", dinov2_weights)):
-        if not isinstance(w, str) or not w.strip(): raise ValueError(f"{name} must be 'random', 'default', a tag or a local path, got {w!r}")
+        if not isinstance(w, str) or not w.strip():
+            raise ValueError(f"{name} must be 'random', 'default', a tag or a local path, got {w!r}")
     if run is not None: return check_runs([run])
-    n_pairs, image_pairs, text_pairs = (_sample_size(v, k) for k, v in (("n_pairs", n_pairs), ("image_pairs", image_pairs), ("text_pairs", text_pairs)))
-    return check_runs(standard_runs(image_pairs, whole_number(clevr3d_triples, "clevr3d_triples", low=4), n_pairs, clip_weights, dinov2_weights, text_pairs))
+    n_pairs, image_pairs, text_pairs = (_sample_size(v, k) for k, v in (("n_pairs", n_pairs),
+                                                                        ("image_pairs", image_pairs), ("text_pairs",
+                                                                                                       text_pairs)))
+    return check_runs(standard_runs(image_pairs, whole_number(clevr3d_triples, "clevr3d_triples", low=4), n_pairs,
+                                    clip_weights, dinov2_weights, text_pairs))
 
 # %% ../nbs/03a_runs.ipynb #8a671259
-def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = 3000) -> list[RunSpec]:
-    "The runs of this page: random-init CLIP on CLEVR-2D, CLEVR and captions, pretrained MiniLM on a sample of captions, the pretrained encoders."
+def complexity_runs(clip_weights: str = "default", dinov2_weights: str = "default",
+                    text_pairs: int | None = 3000) -> list[RunSpec]:
+    """The runs of this page: random-init CLIP on CLEVR-2D, CLEVR and captions, pretrained MiniLM on a sample of
+    captions, the pretrained encoders."""
     clip, dino, mini = "openclip:ViT-B-32", "hf:facebook/dinov2-base", "st:all-MiniLM-L6-v2"
-    runs = [RunSpec(d, clip, "random") for d in ("clevr2d", "clevr3d")] + [RunSpec("text:5", clip, "random"), RunSpec("text", mini, "default", text_pairs)]
-    runs += [RunSpec(d, clip, clip_weights) for d in ("clevr2d", "clevr3d")] + [RunSpec("text", clip, clip_weights, text_pairs)]
+    runs = [RunSpec(d, clip, "random") for d in ("clevr2d", "clevr3d")] + [RunSpec("text:5", clip, "random"),
+                                                                           RunSpec("text", mini, "default", text_pairs)]
+    runs += [RunSpec(d, clip, clip_weights) for d in ("clevr2d", "clevr3d")] + [RunSpec("text", clip, clip_weights,
+                                                                                        text_pairs)]
     return runs + [RunSpec(d, dino, dinov2_weights) for d in ("clevr2d", "clevr3d")]
 
 # %% ../nbs/03a_runs.ipynb #f3a9d6b1
@@ -209,18 +237,22 @@ def failure_reason(e: Exception, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 def check_runs(runs: Sequence[RunSpec]) -> list[RunSpec]:
-    "`runs` as a list of distinct `RunSpec`s whose weights `check_weights` accepts (no model is loaded); else a clear error, before any run."
+    """`runs` as a list of distinct `RunSpec`s whose weights `check_weights` accepts (no model is loaded); else a clear
+    error, before any run."""
     if isinstance(runs, RunSpec): raise TypeError(f"runs must be a list of RunSpec objects, e.g. [{runs!r}]")
     runs = list(runs)
     if not runs: raise ValueError("no runs given")
-    if not all(isinstance(r, RunSpec) for r in runs): raise TypeError("runs must be RunSpec objects, e.g. RunSpec('clevr2d', 'openclip:ViT-B-32')")
+    if not all(isinstance(r, RunSpec) for r in runs):
+        raise TypeError("runs must be RunSpec objects, e.g. RunSpec('clevr2d', 'openclip:ViT-B-32')")
     if len({r.name for r in runs}) < len(runs): raise ValueError(f"a run is listed twice in {[r.name for r in runs]}")
     for run in {(r.encoder, r.weights): r for r in runs}.values(): check_weights(run.encoder, run.pretrained)
     return runs
 
-def embed_runs(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+def embed_runs(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto",
+               dataset_options: dict | None = None,
                progress: bool = True):
-    "Check `runs` now; then per run: its status row, and its dataset and embeddings (None, None when it did not run); encoders and datasets load once."
+    """Check `runs` now; then per run: its status row, and its dataset and embeddings (None, None when it did not run);
+    encoders and datasets load once."""
     return _embed_each(check_runs(runs), cache_dir, batch_size, device, dataset_options or {}, progress)
 
 def _embed_each(runs: list[RunSpec], cache_dir, batch_size: int, device, dataset_options: dict, progress: bool):
@@ -232,25 +264,31 @@ def _embed_each(runs: list[RunSpec], cache_dir, batch_size: int, device, dataset
         if isinstance(loaded[key], Exception): raise loaded[key]
         return loaded[key]
     for i, run in enumerate(runs, 1):
-        row = dict(run=run.name, dataset=run.dataset, n_pairs=run.n_pairs, family=run.family, model=run.model, weights=run.weights)
+        row = dict(run=run.name, dataset=run.dataset, n_pairs=run.n_pairs, family=run.family, model=run.model,
+                   weights=run.weights)
         if progress: print(f"[{i}/{len(runs)}] {run.name}", flush=True)
         t0 = time.perf_counter()
         try:
             enc = once(("encoder", run.encoder, run.weights, run.modality),
-                       lambda: load_encoder(run.encoder, pretrained=run.pretrained, modality=run.modality, device=device))
-            data = once(("dataset", run.dataset, run.n_pairs), lambda: dataset_by_name(run.dataset, run.n_pairs, progress=progress, **dataset_options))
+                       lambda: load_encoder(run.encoder, pretrained=run.pretrained, modality=run.modality,
+                                            device=device))
+            data = once(("dataset", run.dataset, run.n_pairs),
+                        lambda: dataset_by_name(run.dataset, run.n_pairs, progress=progress, **dataset_options))
             emb = embed(enc, data, batch_size=batch_size, cache_dir=cache_dir, progress=progress)
         except (WeightsUnavailableError, FileNotFoundError) as e:
             yield {**row, "status": "not run", "reason": first_sentence(e)}, None, None
         except Exception as e:
             yield {**row, "status": "failed", "reason": failure_reason(e)}, None, None
         else:
-            yield {**row, "status": "ok", "reason": "", "prepare_seconds": round(time.perf_counter() - t0, 1)}, data, emb
+            yield {**row, "status": "ok", "reason": "",
+                   "prepare_seconds": round(time.perf_counter() - t0, 1)}, data, emb
 
 # %% ../nbs/03a_runs.ipynb #a0ad46e4
-def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, device="auto",
+                 dataset_options: dict | None = None,
                  progress: bool = True, output_dir=None, **settings) -> tuple[pd.DataFrame, dict[str, GeometryReport]]:
-    "Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it, saving the tables to `output_dir` as each run ends; runs that cannot run or fail are recorded, with the reason."
+    """Embed each run's dataset with its encoder (cached in `cache_dir`) and measure it, saving the tables to
+    `output_dir` as each run ends; runs that cannot run or fail are recorded, with the reason."""
     report_settings(**settings); resolve_device(device)
     if cache_dir is not None: check_cache_dir(cache_dir)
     each = embed_runs(runs, cache_dir, batch_size, device, dataset_options, progress)
@@ -259,10 +297,12 @@ def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, 
     for row, data, emb in each:
         if data is not None:
             try: rep = geometry_report(emb, data, device=device, **settings)
-            except Exception as e: row.update(status="failed", reason=failure_reason(e), prepare_seconds=row.pop("prepare_seconds"))
+            except Exception as e: row.update(status="failed", reason=failure_reason(e),
+                                              prepare_seconds=row.pop("prepare_seconds"))
             else:
                 reports[row["run"]] = rep
-                row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d, prepare_seconds=row.pop("prepare_seconds"),
+                row.update(scenes=rep.table.n, singles=len(rep.table.single_ids), dim=rep.table.d,
+                           prepare_seconds=row.pop("prepare_seconds"),
                            measure_seconds=round(rep.seconds, 1))
         status.append(row)
         if out is not None: save_runs(pd.DataFrame(status), reports, out)
@@ -279,14 +319,18 @@ def run_tables(status: pd.DataFrame, reports: dict[str, GeometryReport]) -> dict
     labels = status.set_index("run")[["dataset", "n_pairs", "model", "weights"]]
     label = lambda df, run: pd.concat([labels.loc[[run] * len(df)].reset_index(), df.reset_index(drop=True)], axis=1)
     out = {}
-    for name in ("table1_estimators", "table2_reconstruction", "table3_editing", "table4_concepts_vs_objects", "table5_attribution", "probes"):
+    for name in ("table1_estimators", "table2_reconstruction", "table3_editing", "table4_concepts_vs_objects",
+                 "table5_attribution", "probes"):
         parts = [label(rep.tables()[name], run) for run, rep in reports.items() if name in rep.tables()]
         if parts: out[name] = pd.concat(parts, ignore_index=True)
-    if reports: out["key_numbers"] = pd.concat([label(pd.DataFrame([rep.key_numbers()]), run) for run, rep in reports.items()], ignore_index=True)
+    if reports:
+        out["key_numbers"] = pd.concat([label(pd.DataFrame([rep.key_numbers()]), run) for run, rep in reports.items()],
+                                       ignore_index=True)
     return out
 
 def save_runs(status: pd.DataFrame, reports: dict[str, GeometryReport], output_dir) -> list[Path]:
-    "Write `run_tables(status, reports)` and `status` (as `geometry_runs.csv`) to `output_dir`, each file atomically; the paths."
+    """Write `run_tables(status, reports)` and `status` (as `geometry_runs.csv`) to `output_dir`, each file atomically;
+    the paths."""
     folder, paths = writable_folder(output_dir, "output_dir", "pass a folder you can write to"), []
     for name, df in {**run_tables(status, reports), "geometry_runs": status}.items():
         with atomic_file(folder / f"{name}.csv") as f: df.to_csv(f, index=False)

@@ -80,7 +80,8 @@ class ConceptSpace:
         if value_names is None: value_names = [[str(v) for v in range(n)] for n in vpc]
         self.value_names = tuple(tuple(vn) for vn in value_names)
         if [len(vn) for vn in self.value_names] != list(vpc):
-            raise ValueError(f"value_names must give {vpc} names per concept, got {[len(vn) for vn in self.value_names]}")
+            raise ValueError(f"value_names must give {vpc} names per concept, got "
+                             f"{[len(vn) for vn in self.value_names]}")
         self.offsets = tuple(int(o) for o in np.cumsum((0,) + vpc[:-1]))  # first global value index of each concept
         self.strides = tuple(int(math.prod(vpc[k + 1:])) for k in range(len(vpc)))  # mixed-radix place values
 
@@ -101,7 +102,8 @@ class ConceptSpace:
     def _consts(self, like: Array, which: str) -> Array:
         vals = getattr(self, which)
         if not _is_torch(like): return np.asarray(vals)
-        cache = self.__dict__.setdefault("_on_device", {})     # one copy per device: later calls do not wait for a host copy
+        # one copy per device: later calls do not wait for a host copy
+        cache = self.__dict__.setdefault("_on_device", {})
         if (which, like.device) not in cache: cache[which, like.device] = torch.tensor(vals, device=like.device)
         return cache[which, like.device]
 
@@ -109,7 +111,8 @@ class ConceptSpace:
         "Validate an integer array `[..., C]` of concept values (`-1` rows allowed with `allow_empty`)."
         values = as_int_array(values)
         if values.ndim == 0 or values.shape[-1] != self.n_concepts:
-            raise ValueError(f"values must have shape [..., {self.n_concepts}] (one value per concept), got {tuple(values.shape)}")
+            raise ValueError(f"values must have shape [..., {self.n_concepts}] (one value per concept), got "
+                             f"{tuple(values.shape)}")
         v = (values.long() if _is_torch(values) else values.astype(np.int64)) if _is_unsigned(values) else values
         low = -1 if allow_empty else 0
         bad = (v < low) | (v >= self._consts(values, "values_per_concept"))
@@ -146,7 +149,8 @@ class ConceptSpace:
         return values.where(ids[..., None] >= 0, -1) if _is_torch(values) else np.where(ids[..., None] >= 0, values, -1)
 
     def value_index(self, values: Array, check: bool = True) -> Array:
-        "Global concept-major index `offset_k + v` of each value in `[..., C]`; -1 stays -1. `check=False`: values known to be valid (no host read)."
+        """Global concept-major index `offset_k + v` of each value in `[..., C]`; -1 stays -1. `check=False`: values
+        known to be valid (no host read)."""
         if check: values = self.check_values(values, allow_empty=True)
         idx = values + self._consts(values, "offsets")
         return idx.where(values >= 0, -1) if _is_torch(idx) else np.where(values >= 0, idx, -1)
@@ -168,8 +172,8 @@ def check_scenes(space: ConceptSpace, scenes: Array, max_objects: int | None = N
     if scenes.ndim != 3:
         raise ValueError(f"scenes must be an array [n_scenes, max_objects, C], got shape {tuple(scenes.shape)}")
     if _is_unsigned(scenes):
-        raise ValueError(f"scenes need a signed integer dtype, got {scenes.dtype}, which cannot hold the -1 of an empty slot; "
-                         f"cast them with {'`.long()`' if _is_torch(scenes) else '`.astype(np.int64)`'}")
+        raise ValueError(f"scenes need a signed integer dtype, got {scenes.dtype}, which cannot hold the -1 of an "
+                         f"empty slot; cast them with {'`.long()`' if _is_torch(scenes) else '`.astype(np.int64)`'}")
     space.check_values(scenes, allow_empty=True)
     filled = scenes[..., 0] >= 0
     n = filled.sum(-1)
@@ -194,11 +198,14 @@ def sample_scenes(space: ConceptSpace,
                   check: bool = True,  # False: trust the arguments (no host sync on a GPU)
                   ) -> torch.Tensor:  # [n_scenes, max_objects, C] values, -1 in empty slots
     "Sample scenes of `min_objects..max_objects` objects drawn uniformly from `object_ids`, on their device."
-    if not check: return _sample_scenes(space, object_ids.reshape(-1), n_scenes, max_objects, _generator(generator, object_ids.device), min_objects)
+    if not check:
+        return _sample_scenes(space, object_ids.reshape(-1), n_scenes, max_objects,
+                              _generator(generator, object_ids.device), min_objects)
     n_scenes = whole_number(n_scenes, "n_scenes", low=0)
     max_objects, min_objects = whole_number(max_objects, "max_objects"), whole_number(min_objects, "min_objects")
     if not 1 <= min_objects <= max_objects:
-        raise ValueError(f"need 1 <= min_objects <= max_objects, got min_objects={min_objects}, max_objects={max_objects}")
+        raise ValueError(f"need 1 <= min_objects <= max_objects, got min_objects={min_objects}, "
+                         f"max_objects={max_objects}")
     ids = torch.as_tensor(space.check_ids(object_ids))
     if ids.numel() == 0: raise ValueError("object_ids is empty: there is no object to build scenes from")
     return _sample_scenes(space, ids.reshape(-1), n_scenes, max_objects, _generator(generator, ids.device), min_objects)
@@ -264,7 +271,8 @@ def _drop_present(space, cand_values, scene_ids, allowed):
 def _allowed_mask(space, allowed, device):
     "`allowed` object ids as an `[|O|]` bool mask on `device` (a mask of that shape is taken as it is)."
     if allowed is None: return None
-    if isinstance(allowed, torch.Tensor) and allowed.dtype == torch.bool and allowed.shape == (space.n_objects,): return allowed
+    if isinstance(allowed, torch.Tensor) and allowed.dtype == torch.bool and allowed.shape == (space.n_objects,):
+        return allowed
     mask = torch.zeros(space.n_objects, dtype=torch.bool, device=device)
     mask[torch.as_tensor(space.check_ids(allowed), device=device).long()] = True
     return mask
@@ -288,7 +296,8 @@ def perturbation_negatives(space: ConceptSpace, scenes: torch.Tensor, generator:
     "Object ids `[n, m*n_per_object]`: each object with one random concept set to another random value; -1 where none."
     if check: scenes = torch.as_tensor(check_scenes(space, scenes))
     n_per_object = whole_number(n_per_object, "n_per_object", low=0)
-    return _perturb(space, scenes, _generator(generator, scenes.device), n_per_object, _allowed_mask(space, allowed, scenes.device))
+    return _perturb(space, scenes, _generator(generator, scenes.device), n_per_object,
+                    _allowed_mask(space, allowed, scenes.device))
 
 def _perturb(space, scenes, g, n_per_object, allowed):
     n, m, C = scenes.shape
@@ -318,7 +327,8 @@ def ranking_correct(scores: Array,  # [n, K] scores
     "Per scene, whether every valid positive scores strictly above every valid negative."
     s, pos = scores, positive.to(torch.bool)
     if s.ndim != 2 or pos.shape != s.shape:
-        raise ValueError(f"scores must be [n, K] with a same-shaped positive mask, got {tuple(s.shape)} and {tuple(pos.shape)}")
+        raise ValueError(f"scores must be [n, K] with a same-shaped positive mask, got {tuple(s.shape)} and "
+                         f"{tuple(pos.shape)}")
     s = s.float() if not s.is_floating_point() else s
     ok = torch.ones_like(pos) if valid is None else valid.to(torch.bool)
     inf = torch.tensor(float("inf"), dtype=s.dtype, device=s.device)
@@ -365,12 +375,14 @@ def present_object_mask(space: ConceptSpace, scenes: Array) -> Array:
 # %% ../nbs/00_scenes.ipynb #13bcdcfe
 def _check_scores(scores, n_scenes, width, what):
     if tuple(scores.shape) != (n_scenes, width):
-        raise ValueError(f"{what} scores must have shape [n_scenes, {width}] = [{n_scenes}, {width}], got {tuple(scores.shape)}")
+        raise ValueError(f"{what} scores must have shape [n_scenes, {width}] = [{n_scenes}, {width}], got "
+                         f"{tuple(scores.shape)}")
 
 @numpy_or_torch("scores")
 def _recognition(scores, scenes, space, kind):
     scenes = check_scenes(space, scenes)
-    width, present = (space.n_values, present_value_mask) if kind == "concept" else (space.n_objects, present_object_mask)
+    width, present = (space.n_values, present_value_mask) if kind == "concept" else (space.n_objects,
+                                                                                     present_object_mask)
     _check_scores(scores, scenes.shape[0], width, kind)
     return ranking_correct(scores, present(space, scenes).to(scores.device))
 
@@ -413,19 +425,24 @@ def concept_recognition_among(scores: Array, scenes: Array, space: ConceptSpace,
     return _among(scores, scenes, space, candidates, "concept")
 
 # %% ../nbs/00_scenes.ipynb #305b1018
-def consistent_sets(space: ConceptSpace, scenes: torch.Tensor, max_candidates: int = 100_000) -> tuple[torch.Tensor, torch.Tensor]:
-    "Object multisets `[n, G, m]` (sorted ids) with each scene's bag of concept values, and `[n, G]` bool: first occurrence of each distinct one. Scenes of one size `m`."
+def consistent_sets(space: ConceptSpace, scenes: torch.Tensor, max_candidates: int = 100_000) -> tuple[torch.Tensor,
+                    torch.Tensor]:
+    """Object multisets `[n, G, m]` (sorted ids) with each scene's bag of concept values, and `[n, G]` bool: first
+    occurrence of each distinct one. Scenes of one size `m`."""
     scenes = torch.as_tensor(scenes)
     sizes, C = (scenes[..., 0] >= 0).sum(-1), space.n_concepts
     m = int(sizes[0]) if len(scenes) else 1
-    if bool((sizes != m).any()): raise ValueError(f"consistent_sets needs scenes of one size, got sizes {sizes.unique().tolist()}; pass one size at a time")
+    if bool((sizes != m).any()):
+        raise ValueError(f"consistent_sets needs scenes of one size, got sizes {sizes.unique().tolist()}; pass one "
+                         f"size at a time")
     perms = torch.tensor(list(itertools.permutations(range(m))), device=scenes.device)               # [m!, m]
     if len(perms) ** (C - 1) > max_candidates:
         raise ValueError(f"{m}-object scenes with C={C} have {len(perms)}**{C - 1} value assignments; lower max_objects")
     choice = torch.tensor(list(itertools.product(range(len(perms)), repeat=C - 1)), device=scenes.device).reshape(-1, C - 1)
     slot = torch.cat([perms[:1].expand(len(choice), m)[..., None], perms[choice].transpose(1, 2)], -1)  # [G, m, C]
     cand = scenes[:, :m][:, slot, torch.arange(C, device=scenes.device)]                              # [n, G, m, C]
-    sets = space.object_ids(cand).sort(-1).values                                                     # canonical multisets
+    # canonical multisets
+    sets = space.object_ids(cand).sort(-1).values
     same = (sets[:, :, None] == sets[:, None]).all(-1)                                                # [n, G, G]
     earlier = torch.ones(same.shape[1:], dtype=torch.bool, device=scenes.device).tril(-1)
     return sets, ~(same & earlier).any(-1)
@@ -443,5 +460,6 @@ def consistent_object_sets(space: ConceptSpace, scenes: torch.Tensor, max_candid
 
 # %% ../nbs/00_scenes.ipynb #f73ead81
 def bag_of_concepts_accuracy(space: ConceptSpace, scenes: torch.Tensor) -> float:
-    "Expected object recognition of a model that knows exactly which values are present and guesses among consistent sets."
+    """Expected object recognition of a model that knows exactly which values are present and guesses among consistent
+    sets."""
     return float((1.0 / consistent_object_sets(space, scenes).double()).mean()) if len(scenes) else float("nan")

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .approximators import (Approximator, FAMILIES, family, fit_approximator, held_out_reference, memorises, score_approximator,
+from .approximators import (Approximator, FAMILIES, family, fit_approximator, held_out_reference, memorises,
+                                      score_approximator,
                                       ONE_ADAM_START, solver_settings)
 from .geometry import Probes, SceneTable, r2_score
 from .loop import TrainingDiverged
@@ -31,7 +32,8 @@ __all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'la
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
 class SceneSplit:
-    "The scenes (rows of a `SceneTable`) an approximator is fitted on, selected on and tested on, for one coverage split."
+    """The scenes (rows of a `SceneTable`) an approximator is fitted on, selected on and tested on, for one coverage
+    split."""
     train: np.ndarray      # both objects among the fit objects
     val: np.ndarray        # both among the train objects (fit + val), at least one a val object
     test: np.ndarray       # every object held out
@@ -40,12 +42,15 @@ class SceneSplit:
 
 # %% ../nbs/04b_sweeps.ipynb #8d1a3f97
 def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fraction: float = 0.1) -> SceneSplit:
-    "Rows of `table` by the objects they hold: fitted on (`fit` objects only), validation (train objects, one `val` at least), test (held out only); objects split by `coverage_split` (of those that occur, when not all do)."
+    """Rows of `table` by the objects they hold: fitted on (`fit` objects only), validation (train objects, one `val` at
+    least), test (held out only); objects split by `coverage_split` (of those that occur, when not all do)."""
     objs = table.objects
     if len(objs) == table.space.n_objects: split = coverage_split(table.space, coverage, seed, val_fraction)
-    else:                                   # the scenes use part of the space (a grid of the first N values): split those objects
+    # the scenes use part of the space (a grid of the first N values): split those objects
+    else:
         part = coverage_split(ConceptSpace([len(objs)]), coverage, seed, val_fraction)
-        split = replace(part, train=objs[part.train], fit=objs[part.fit], val=objs[part.val], heldout=objs[part.heldout])
+        split = replace(part, train=objs[part.train], fit=objs[part.fit], val=objs[part.val],
+                        heldout=objs[part.heldout])
     ids = table.ids
     inside = lambda objs: np.isin(ids, objs).all(1)
     train, trainval, test = inside(split.fit), inside(split.train), inside(split.heldout)
@@ -55,7 +60,8 @@ def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fractio
                        ("val", "made of train objects with at least one validation object")):
         if len(getattr(rows, part)) == 0:
             raise ValueError(f"coverage {coverage} (seed {seed}, val_fraction {val_fraction}) leaves no {part} scene "
-                             f"({rule}) among the {table.n:,} scenes of {table.name} over {len(table.objects)} objects: "
+                             f"({rule}) among the {table.n:,} scenes of {table.name} over {len(table.objects)} "
+                             f"objects: "
                              + ("choose a lower coverage" if part == "test" else "choose a higher coverage")
                              + " or pass more scenes (all pairs, or a larger n_pairs)")
     return rows
@@ -63,15 +69,18 @@ def holdout_split(table: SceneTable, coverage: float, seed: int = 0, val_fractio
 # %% ../nbs/04b_sweeps.ipynb #d4eb3eb6
 @dataclass(frozen=True)
 class Cell:
-    "One approximator setting of the sweep: a family, its capacity, its learning rate (NaN for a family without one) and, for a form probe, the N(`init_mean`, `init`^2) its tables start from."
+    """One approximator setting of the sweep: a family, its capacity, its learning rate (NaN for a family without one)
+    and, for a form probe, the N(`init_mean`, `init`^2) its tables start from."""
     family: str
     capacity: int
     lr: float
     init: float = 1.0              # form probes only (the paper: N(0, 1))
     init_mean: float = 0.0
     starts: int | None = None      # torch families: random starts (ours; the paper: one)  } None: the family's default,
-    moment: bool | None = None     # form probes: the moment start of 04c too (ours)        } `solver_settings`: a form probe's
-    finish: int | None = None      # torch families: L-BFGS iterations after each start    } PROBE_SOLVER, else one Adam start
+    # form probes: the moment start of 04c too (ours)        } `solver_settings`: a form probe's
+    moment: bool | None = None
+    # torch families: L-BFGS iterations after each start    } PROBE_SOLVER, else one Adam start
+    finish: int | None = None
 
     def __post_init__(self):
         fam, lr = family(self.family), self.lr
@@ -81,7 +90,8 @@ class Cell:
         low = 0 if fam.kind == "tree" else 1                  # a tree's depth 0 is unlimited
         settled = dict(capacity=whole_number(self.capacity, f"the capacity of {self.family}", low=low), lr=float(lr),
                        init=number_in(self.init, "init", 0, low_open=True),
-                       init_mean=number_in(self.init_mean, "init_mean"), **solver_settings(self.family, self.starts, self.moment, self.finish))
+                       init_mean=number_in(self.init_mean, "init_mean"), **solver_settings(self.family, self.starts,
+                                                                                           self.moment, self.finish))
         for name, value in settled.items():        # one value, one key: 2 and 2.0, np.int64(20) and 20 alike
             object.__setattr__(self, name, value)
 
@@ -89,8 +99,12 @@ class Cell:
     def is_probe(self) -> bool: return family(self.family).form is not None
 
     def solver(self) -> dict:
-        "How it is fitted, where that is not one Adam start (`ONE_ADAM_START`, the only fit before there were others): `starts`, `moment` (0 or 1) and `finish`; empty for one Adam start, so that tables written before keep their keys."
-        return {} if (self.starts, self.moment, self.finish) == tuple(ONE_ADAM_START.values()) else dict(starts=self.starts, moment=int(self.moment), finish=self.finish)
+        """How it is fitted, where that is not one Adam start (`ONE_ADAM_START`, the only fit before there were others):
+        `starts`, `moment` (0 or 1) and `finish`; empty for one Adam start, so that tables written before keep their
+        keys."""
+        return {} if (self.starts, self.moment,
+                      self.finish) == tuple(ONE_ADAM_START.values()) else dict(starts=self.starts,
+                                                                               moment=int(self.moment), finish=self.finish)
 
     def columns(self) -> dict:
         "Its settings as results-table columns; a family that is not a form probe has no `init`, `init_mean` or `form`."
@@ -99,54 +113,70 @@ class Cell:
         return dict(family=self.family, capacity=self.capacity, lr=self.lr, **probe, **self.solver())
 
     def key(self) -> tuple:
-        "What of it enters a fit's key: family, capacity and learning rate, and a form probe's form and initialisation, so that a changed probe is fitted anew, never served."
+        """What of it enters a fit's key: family, capacity and learning rate, and a form probe's form and
+        initialisation, so that a changed probe is fitted anew, never served."""
         lr = None if np.isnan(self.lr) else self.lr
         solver = tuple(self.solver().values())                  # none for the default: the keys of earlier tables stand
-        return (self.family, self.capacity, lr) + ((family(self.family).form.formula, self.init, self.init_mean) if self.is_probe else ()) + solver
+        return (self.family, self.capacity,
+                lr) + ((family(self.family).form.formula, self.init, self.init_mean) if self.is_probe else ()) + solver
 
     def label(self) -> str:
-        "The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`, then how it is fitted where that is not one Adam start: `, 2 starts + moment, L-BFGS 500`."
+        """The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`, then how it is fitted where that is not one Adam
+        start: `, 2 starts + moment, L-BFGS 500`."""
         init = f", N({self.init_mean:g}, {self.init:g}^2)" if self.is_probe else ""
         starts = " + ".join(([f"{self.starts} start" + "s" * (self.starts != 1)] if self.starts else []) + ["moment"] * self.moment)
         solver = f", {starts}" + (f", L-BFGS {self.finish}" if self.finish else "") if self.solver() else ""
         return f"{self.capacity}" + ("" if np.isnan(self.lr) else f" @ {self.lr:g}") + init + solver
 
 # %% ../nbs/04b_sweeps.ipynb #5e62cb78
-def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096), lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
+def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
+         lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
          depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3), ranks: Sequence[int] | None = None,
          inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None,
          starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> list[Cell]:
-    "Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`; forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited. `starts`, `finish`: every torch family's; `moment`: every form probe's (`fit_approximator`); None: each family's default (`solver_settings`)."
+    """Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x
+    `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`;
+    forests over `forest_depths` (None: `depths`); a depth of 0 is unlimited. `starts`, `finish`: every torch family's;
+    `moment`: every form probe's (`fit_approximator`); None: each family's default (`solver_settings`)."""
     families = name_list(families, "families")
     if not families: raise ValueError(f"no approximator family given: pass some of {list(FAMILIES)}")
     ranks, forest_depths = widths if ranks is None else ranks, depths if forest_depths is None else forest_depths
-    if not len(inits) or not len(init_means): raise ValueError("inits and init_means must each hold a value: the form probes start from them")
+    if not len(inits) or not len(init_means):
+        raise ValueError("inits and init_means must each hold a value: the form probes start from them")
     inits = [number_in(s, "inits", 0, low_open=True) for s in inits]
     means = [number_in(m, "init_means") for m in init_means]
-    mlp_starts = None if starts is None else max(whole_number(starts, 'starts', low=0), 1)   # the moment start alone is a form probe's
+    # the moment start alone is a form probe's
+    mlp_starts = None if starts is None else max(whole_number(starts, 'starts', low=0), 1)
     cells = []
     for name in families:
         fam = family(name)
         if fam.kind == "tree":
             caps, rates = (depths, tree_lrs) if fam.uses_lr else (forest_depths, [float("nan")])
-            cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=0), float(r)) for c in caps for r in rates]
-        elif fam.form is None: cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r), starts=mlp_starts,
-                                              finish=finish) for c in widths for r in lrs]
+            cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=0),
+                           float(r)) for c in caps for r in rates]
+        elif fam.form is None:
+            cells += [Cell(name, whole_number(c, f"{fam.capacity} of {name}", low=1), float(r), starts=mlp_starts,
+                           finish=finish) for c in widths for r in lrs]
         else:
             means_here = means if fam.form.product else means[:1]
             cells += [Cell(name, whole_number(c, f"rank of {name}", low=1), float(r), s, mu, starts, moment, finish)
                       for c in ranks for r in lrs for s in inits for mu in means_here]
-    if not cells: raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the families given")
+    if not cells:
+        raise ValueError("the grid is empty: widths, ranks, lrs, depths and tree_lrs must be non-empty for the "
+                         "families given")
     return cells
 
 # %% ../nbs/04b_sweeps.ipynb #0b5e7a11
 def best_over_steps(monitored: list[dict]) -> dict[str, float]:
-    "The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan where one is missing)."
+    """The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan
+    where one is missing)."""
     names = sorted({k for m in monitored for k in m} - {"step", "start", "train_r2"})
     return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
 
 def last_over_steps(monitored: list[dict], start: int = 0) -> dict[str, float]:
-    "Each number a monitor logged, at the last validation step of the start kept, as `{name}_last` (the last weights', beside the kept weights' of the row; NaN where one is missing). A fit whose last weights fit their scenes well but whose kept weights do not was stopped early by its selection, not short by its solver."
+    """Each number a monitor logged, at the last validation step of the start kept, as `{name}_last` (the last weights',
+    beside the kept weights' of the row; NaN where one is missing). A fit whose last weights fit their scenes well but
+    whose kept weights do not was stopped early by its selection, not short by its solver."""
     mine = [m for m in monitored if m.get("start", start) == start]
     names = sorted({k for m in monitored for k in m} - {"step", "start"})
     return {f"{k}_last": (mine[-1].get(k, float("nan")) if mine else float("nan")) for k in names}
@@ -155,52 +185,73 @@ def last_over_steps(monitored: list[dict], start: int = 0) -> dict[str, float]:
 def _seconds_since(t0: float) -> float: return round(time.perf_counter() - t0, 2)
 
 def fit_objects(table: SceneTable, rows: np.ndarray) -> int:
-    "How many distinct objects the scenes `rows` of `table` hold: what a form probe's free directions per slot must stay below."
+    """How many distinct objects the scenes `rows` of `table` hold: what a form probe's free directions per slot must
+    stay below."""
     return len(np.unique(table.ids[rows]))
 
 def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int], dim: int) -> str:
-    "'memorises' for a fit that can memorise its `n_objects` fit objects of a space of `values_per_concept`, embedded in `dim` dimensions (`memorises`), else 'ok'."
+    """'memorises' for a fit that can memorise its `n_objects` fit objects of a space of `values_per_concept`, embedded
+    in `dim` dimensions (`memorises`), else 'ok'."""
     return "memorises" if memorises(cell.family, cell.capacity, n_objects, values_per_concept, dim) else "ok"
 
-def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int], dim: int) -> None:
-    "One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number) of embeddings `dim` wide."
+def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int],
+                      dim: int) -> None:
+    """One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)
+    of embeddings `dim` wide."""
     hits = sorted({(c.family, c.capacity, what, n) for c in cells for what, n in objects.items()
                    if regime(c, n, values_per_concept, dim) == "memorises"})
-    if hits: warnings.warn(f"{len(hits)} form-probe fit(s) can fit any table of {dim}-wide vectors on the objects they are fitted on (their free "
-                           f"directions per slot, or the freedom of their product columns, cover it: `memorises`), so they can memorise them and "
-                           f"their held-out numbers mean little (regime 'memorises' in the table): "
-                           + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
-                           + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
+    if hits:
+        warnings.warn(f"{len(hits)} form-probe fit(s) can fit any table of {dim}-wide vectors on the objects they are "
+                      f"fitted on (their free directions per slot, or the freedom of their product columns, cover it: "
+                      f"`memorises`), so they can memorise them and their held-out numbers mean little (regime "
+                      f"'memorises' in the table): "
+                      + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
+                      + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
 
-def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000, batch_size: int | None = 4096,
+def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000,
+             batch_size: int | None = 4096,
              eval_every: int = 50, device="auto", reference: dict | None = None,
              more: Callable[[Approximator | None, np.ndarray], dict] | None = None,
              watch: Callable[[Callable[[np.ndarray], np.ndarray], np.ndarray], dict] | None = None) -> dict:
-    "Fit one setting on one split and measure it: its results-table row (without the run's name and cell key). `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is recorded as `{name}_test_selected` (the paper's selection; never ours), and with the train R^2, at the last validation step of the start kept (`{name}_last`, `train_r2_last`)."
+    """Fit one setting on one split and measure it: its results-table row (without the run's name and cell key).
+    `reference`: the split's `held_out_reference`, if known; `more(app, test rows)`: further columns (`app` None for a
+    fit that diverged); `watch(predict, test rows)`: numbers taken at each validation, whose best over the steps is
+    recorded as `{name}_test_selected` (the paper's selection; never ours), and with the train R^2, at the last
+    validation step of the start kept (`{name}_last`, `train_r2_last`)."""
     t0, v, n_fit = time.perf_counter(), table.values, fit_objects(table, split.train)
-    base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed, steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
+    base = dict(**cell.columns(), coverage=split.coverage, seed=split.seed,
+                steps=steps if FAMILIES[cell.family].kind == "torch" else np.nan,
                 n_train=len(split.train), n_val=len(split.val), n_test=len(split.test), fit_objects=n_fit,
                 regime=regime(cell, n_fit, table.space.values_per_concept, table.d),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
-        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val], table.emb[split.val], cell.capacity,
+        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val],
+                               table.emb[split.val], cell.capacity,
                   cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
-                  None if watch is None else lambda predict: {**watch(predict, split.test), "train_r2": r2_score(table.emb[split.train], predict(v[split.train]))},
+                  None if watch is None else lambda predict: {**watch(predict, split.test),
+                                                              "train_r2": r2_score(table.emb[split.train],
+                                                                                   predict(v[split.train]))},
                   cell.starts, cell.moment, cell.finish)
     except TrainingDiverged:
         nan = float("nan")
-        return {**base, **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2", "train_r2"], nan),
+        return {**base,
+                **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc",
+                                 "object_acc", "r2", "train_r2"], nan),
                 **(more(None, split.test) if more else {}), "best_step": 0, "seconds": _seconds_since(t0), "status": "diverged"}
     val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
-    return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2, **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
+    return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2,
+            **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
             **(more(app, split.test) if more else {}), **best_over_steps(app.monitored),
-            "train_r2": r2_score(table.emb[split.train], app.predict(v[split.train])), **(last_over_steps(app.monitored, app.start) if watch else {}),
+            "train_r2": r2_score(table.emb[split.train],
+                                 app.predict(v[split.train])), **(last_over_steps(app.monitored,
+                                                                                  app.start) if watch else {}),
             "best_step": app.best_step, **(dict(start=app.start, finish_step=app.finish_step) if cell.solver() else {}),
             "seconds": _seconds_since(t0), "status": "ok"}
 
 # %% ../nbs/04b_sweeps.ipynb #21332b3a
 def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
-    "What makes a row of fitted approximators unusable, beyond `ResultsTable`'s own checks (counts, status, accuracies); §5.3's table shares them."
+    """What makes a row of fitted approximators unusable, beyond `ResultsTable`'s own checks (counts, status,
+    accuracies); §5.3's table shares them."""
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
     r2 = [c for c in df.columns if c == "r2" or c.endswith("_r2")]
     forms = df.family.map({n: f.form.formula for n, f in FAMILIES.items() if f.form is not None})
@@ -213,18 +264,21 @@ def fit_row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
         "an initial scale that is not positive": num("init").notna() & ~(num("init") > 0),
         "a step count below 1": num("steps").notna() & ~(num("steps") >= 1),
         "a validation score outside [0, 1]": num("val_score").notna() & ~num("val_score").between(0, 1),
-        "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)], axis=1).any(axis=1),
+        "an R^2 above 1": pd.concat([num(c) > 1 + 1e-6 for c in r2] + [pd.Series(False, index=df.index)],
+                                    axis=1).any(axis=1),
         "a malformed data key": df.data.notna() & ~df.data.astype(str).str.fullmatch(r"[0-9a-f]{12}"),
     }
 
 # %% ../nbs/04b_sweeps.ipynb #6405a7c6
 def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:
-    "Per row, '' or which of its settings differ from those its cell key was made from (`made`: the settings of this sweep's keys, by key)."
+    """Per row, '' or which of its settings differ from those its cell key was made from (`made`: the settings of this
+    sweep's keys, by key)."""
     mine = df.cell.astype(str).isin(made.index)
     want = made.reindex(df.cell.astype(str)).set_axis(df.index)
     why = pd.Series("", index=df.index)
     for col in made.columns:
-        have, exp = df[col] if col in df else pd.Series(np.nan, index=df.index), want[col]   # a column older tables lack: empty
+        # a column older tables lack: empty
+        have, exp = df[col] if col in df else pd.Series(np.nan, index=df.index), want[col]
         if col in ("run", "family"): differs = have.astype(str) != exp.astype(str)
         else:
             h, e = pd.to_numeric(have, errors="coerce").to_numpy(float), exp.to_numpy(float)
@@ -233,21 +287,25 @@ def settings_mismatch(df: pd.DataFrame, made: pd.DataFrame) -> pd.Series:
     return why
 
 def made_settings(keyed: Sequence[tuple[str, dict]]) -> pd.DataFrame:
-    "The settings each cell key is made from (`keyed`: (key, its settings as columns)), for `settings_mismatch`; the form is checked by the table's own checks."
-    return pd.DataFrame([dict(cell=k, **{c: x for c, x in s.items() if c != "form"}) for k, s in keyed]).set_index("cell")
+    """The settings each cell key is made from (`keyed`: (key, its settings as columns)), for `settings_mismatch`; the
+    form is checked by the table's own checks."""
+    return pd.DataFrame([dict(cell=k,
+                              **{c: x for c, x in s.items() if c != "form"}) for k, s in keyed]).set_index("cell")
 
 def refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
     "Refuse to add rows of `run` on embeddings `data` beside rows of `run` fitted to other embeddings."
     other = results[(results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)]
     if len(other):
         raise ValueError(f"{path} holds {len(other)} row(s) of run {run!r} fitted to other embeddings or labels (data "
-                         f"{', '.join(sorted(set(other.data.astype(str))))}; these are {data}): one run name must name one "
-                         f"embedding, or the summary would mix them. Pass another run name or output_dir, or move that table away")
+                         f"{', '.join(sorted(set(other.data.astype(str))))}; these are {data}): one run name must name "
+                         f"one embedding, or the summary would mix them. Pass another run name or output_dir, or move "
+                         f"that table away")
 
 # %% ../nbs/04b_sweeps.ipynb #9a6e4d21
 @dataclass(frozen=True)
 class SweepPlan:
-    "A sweep checked before any work: the run, its scenes, its settings, its splits by the (coverage, seed) its rows record, its training budget, and the results table it adds to."
+    """A sweep checked before any work: the run, its scenes, its settings, its splits by the (coverage, seed) its rows
+    record, its training budget, and the results table it adds to."""
     run: str
     table: SceneTable
     cells: list[Cell]
@@ -258,25 +316,32 @@ class SweepPlan:
     results: ResultsTable
     path: Path                     # the results file
 
-def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], results: ResultsTable,
+def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int],
+               results: ResultsTable,
                output_dir: str | Path, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, val_fraction: float = 0.1,
                split_seed: Callable[[int], int] | None = None, coverage_name: str = "coverage") -> SweepPlan:
-    "Check a sweep of `cells` at every coverage and seed and draw its splits (`split_seed(seed)`: the seed a split is drawn with, None: `seed`); `coverage_name`: what the caller calls a coverage, in messages."
+    """Check a sweep of `cells` at every coverage and seed and draw its splits (`split_seed(seed)`: the seed a split is
+    drawn with, None: `seed`); `coverage_name`: what the caller calls a coverage, in messages."""
     cells, seeds = list(cells), [whole_number(s, "seed", low=0) for s in seeds]
-    if not cells or not list(coverages) or not seeds: raise ValueError(f"nothing to fit: cells, {coverage_name}s and seeds must each be non-empty")
+    if not cells or not list(coverages) or not seeds:
+        raise ValueError(f"nothing to fit: cells, {coverage_name}s and seeds must each be non-empty")
     for c in cells: family(c.family)
     steps, eval_every = whole_number(steps, "steps", low=1), whole_number(eval_every, "eval_every", low=1)
     if batch_size is not None: batch_size = whole_number(batch_size, "batch_size (scenes per step; None: all)", low=1)
     draw = split_seed or (lambda s: s)
-    splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}   # every split checked first
+    # every split checked first
+    splits = {(cov, s): holdout_split(table, cov, draw(s), val_fraction) for cov in coverages for s in seeds}
     path = results.path(writable_folder(output_dir, "output_dir", "pass a folder you can write to"))
     objects = {f"{run}, {coverage_name} {cov:g}": fit_objects(table, sp.train) for (cov, _), sp in splits.items()}
     warn_memorisation(cells, objects, table.space.values_per_concept, table.d)
     return SweepPlan(run, table, cells, splits, steps, batch_size, eval_every, results, path)
 
-def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto", progress: bool = True,
+def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto",
+              progress: bool = True,
               more: Callable | None = None, desc: str = "sweep", watch: Callable | None = None) -> pd.DataFrame:
-    "Fit and measure every (coverage, seed, cell) of `plan` whose `key` is not yet in its results table, adding each row when done; the plan's rows, in the table's order. `data`: the key of the embeddings (one run name, one embedding); `more`, `watch`: `fit_cell`'s."
+    """Fit and measure every (coverage, seed, cell) of `plan` whose `key` is not yet in its results table, adding each
+    row when done; the plan's rows, in the table's order. `data`: the key of the embeddings (one run name, one
+    embedding); `more`, `watch`: `fit_cell`'s."""
     keyed = [(cov, s, c, key(cov, s, c)) for (cov, s) in plan.splits for c in plan.cells]
     made = made_settings([(k, dict(run=plan.run, **c.columns(), coverage=cov, seed=s)) for cov, s, c, k in keyed])
     results = plan.results.read(plan.path, expect=lambda df: settings_mismatch(df, made))   # hand-edited rows set aside
@@ -286,7 +351,8 @@ def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, 
     for cov, s, c, k in tqdm(todo, desc=desc, disable=not progress or not todo):
         split = plan.splits[cov, s]
         if (cov, s) not in refs: refs[cov, s] = held_out_reference(plan.table, split.test, probes)   # once per split
-        row = fit_cell(plan.table, split, c, probes, plan.steps, plan.batch_size, plan.eval_every, device, refs[cov, s], more, watch)
+        row = fit_cell(plan.table, split, c, probes, plan.steps, plan.batch_size, plan.eval_every, device,
+                       refs[cov, s], more, watch)
         plan.results.append(plan.path, {"run": plan.run, **row, "seed": s, "cell": k, "data": data})
     results = plan.results.read(plan.path)
     return results[results.cell.astype(str).isin({k for *_, k in keyed})].reset_index(drop=True)
@@ -294,23 +360,29 @@ def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, 
 # %% ../nbs/04b_sweeps.ipynb #a48ad4f8
 def select_on_validation(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed"),
                          on: Sequence[str] = ("val_score", "val_r2")) -> pd.DataFrame:
-    "Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best validation R^2), or of the best of the validation columns `on`, in order; held-out columns are never looked at."
-    if not set(on) <= {"val_score", "val_r2", "val_concept_acc", "val_object_acc"}: raise ValueError(f"select on validation columns only, got {list(on)}")
-    if results.empty: return results.iloc[:0]                                     # nothing to choose from (a table of no rows)
+    """Per group of `by` (run, family, coverage and seed), the row of the best validation score (ties: the best
+    validation R^2), or of the best of the validation columns `on`, in order; held-out columns are never looked at."""
+    if not set(on) <= {"val_score", "val_r2", "val_concept_acc", "val_object_acc"}:
+        raise ValueError(f"select on validation columns only, got {list(on)}")
+    # nothing to choose from (a table of no rows)
+    if results.empty: return results.iloc[:0]
     ok = results[results.status == "ok"]
     order = ok.sort_values(list(on), ascending=False, kind="stable")
     return order.drop_duplicates(list(by)).sort_values(list(by)).reset_index(drop=True)
 
 def setting_labels(rows: pd.DataFrame) -> list[str]:
     "Each row's setting as `Cell.label` writes it, with ' (memorises)' where the fit could memorise its objects."
-    solver = lambda r: {k: int(getattr(r, k)) for k in ("starts", "moment", "finish") if pd.notna(getattr(r, k, np.nan))}
+    solver = lambda r: {k: int(getattr(r, k)) for k in ("starts", "moment",
+                                                        "finish") if pd.notna(getattr(r, k, np.nan))}
     cell = lambda r: Cell(r.family, int(r.capacity), r.lr, *(() if pd.isna(r.init) else (r.init, r.init_mean)),
-                          **{**ONE_ADAM_START, **{k: bool(x) if k == "moment" else x for k, x in solver(r).items()}})   # no columns: one Adam start
+                          # no columns: one Adam start
+                          **{**ONE_ADAM_START, **{k: bool(x) if k == "moment" else x for k, x in solver(r).items()}})
     return [cell(r).label() + (" (memorises)" if r.regime == "memorises" else "") for r in rows.itertuples()]
 
 # %% ../nbs/04b_sweeps.ipynb #4b5e0a02
 def best_on_test(results: pd.DataFrame, by: Sequence[str] = ("run", "family", "coverage", "seed"),
                  metrics: Sequence[str] = ("concept_acc", "object_acc")) -> pd.DataFrame:
-    "The paper's selection, for comparison only: per group of `by`, the best held-out value of each of `metrics` over every setting (`*_test_max`, each its own maximum; optimistic)."
+    """The paper's selection, for comparison only: per group of `by`, the best held-out value of each of `metrics` over
+    every setting (`*_test_max`, each its own maximum; optimistic)."""
     ok = results[results.status == "ok"] if len(results) else results
     return ok.groupby(list(by))[list(metrics)].max().add_suffix("_test_max").reset_index()

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .scenes import (Array, ConceptSpace, as_int_array, attribute_swap_negatives, check_range, check_scenes, membership,
+from .scenes import (Array, ConceptSpace, as_int_array, attribute_swap_negatives, check_range, check_scenes,
+                               membership,
                                perturbation_negatives, sample_scenes, scene_sizes)
 from .utils import numpy_or_torch, whole_number
 
@@ -45,15 +46,18 @@ def scene_length(space: ConceptSpace, max_objects: int) -> int:
 def _object_blocks(space: ConceptSpace, values: torch.Tensor) -> torch.Tensor:
     "`SOO t.. EOO` blocks `[..., C+2]` for values `[..., C]`; empty (-1) objects become PAD."
     voc = vocab(space)
-    tok = space.value_index(values, check=False)                  # the values are checked, or known valid, by the caller
+    # the values are checked, or known valid, by the caller
+    tok = space.value_index(values, check=False)
     soo, eoo = torch.full_like(tok[..., :1], voc.soo), torch.full_like(tok[..., :1], voc.eoo)
     blocks = torch.cat([soo, tok, eoo], -1)
     return blocks.where(values[..., :1] >= 0, voc.pad)
 
 def fit_slots(scenes: torch.Tensor, slots: int) -> torch.Tensor:
-    "Scenes `[n, slots, C]`: empty slots (-1) added at the end, or cut off (only empty ones may be: unchecked, shapes only)."
+    """Scenes `[n, slots, C]`: empty slots (-1) added at the end, or cut off (only empty ones may be: unchecked, shapes
+    only)."""
     if scenes.shape[1] > slots: return scenes[:, :slots]
-    if scenes.shape[1] < slots: return torch.cat([scenes, scenes.new_full((scenes.shape[0], slots - scenes.shape[1], scenes.shape[2]), -1)], 1)
+    if scenes.shape[1] < slots:
+        return torch.cat([scenes, scenes.new_full((scenes.shape[0], slots - scenes.shape[1], scenes.shape[2]), -1)], 1)
     return scenes
 
 @numpy_or_torch("scenes")
@@ -75,16 +79,19 @@ def tokenize_scenes(space: ConceptSpace, scenes: Array, max_objects: int, check:
 def _scenes_of_tokens(space: ConceptSpace, tokens: torch.Tensor, max_objects: int) -> torch.Tensor:
     voc, width = vocab(space), space.n_concepts + 2
     if tokens.ndim != 2 or tokens.shape[1] != scene_length(space, max_objects):
-        raise ValueError(f"scene tokens must have shape [n, {scene_length(space, max_objects)}], got {tuple(tokens.shape)}")
+        raise ValueError(f"scene tokens must have shape [n, {scene_length(space, max_objects)}], got "
+                         f"{tuple(tokens.shape)}")
     blocks = tokens[:, :-1].reshape(len(tokens), max_objects, width)
     filled = blocks[..., 0] == voc.soo
     n = filled.sum(-1)
     values = blocks[..., 1:-1] - torch.tensor(space.offsets, device=tokens.device)
-    expected = tokenize_scenes(space, values.where(filled[..., None], -1), max_objects, check=False) if len(tokens) else tokens
+    expected = tokenize_scenes(space, values.where(filled[..., None], -1), max_objects,
+                               check=False) if len(tokens) else tokens
     ok = filled.any(-1).all() and (filled == (torch.arange(max_objects, device=tokens.device) < n[:, None])).all()
     vpc = torch.tensor(space.values_per_concept, device=tokens.device)
     ok = ok and bool((((values >= 0) & (values < vpc)) | ~filled[..., None]).all()) and bool((expected == tokens).all())
-    if not ok: raise ValueError("tokens are not a well-formed scene: expected objects `SOO values EOO`, then EOS, then PAD")
+    if not ok:
+        raise ValueError("tokens are not a well-formed scene: expected objects `SOO values EOO`, then EOS, then PAD")
     return values.where(filled[..., None], -1)
 
 def detokenize_scenes(space: ConceptSpace, tokens: Array, max_objects: int) -> Array:
@@ -116,13 +123,15 @@ def tokenize_object_queries(space: ConceptSpace, object_ids: Array, check: bool 
 
 # %% ../nbs/B1_tokens.ipynb #5a1c0e02
 def tokenize_queries(space: ConceptSpace, queries: torch.Tensor) -> torch.Tensor:
-    "Token ids of one set of queries: concept queries `[n, 2]` for global value indices `[n]`, object queries `[n, C+3]` for object values `[n, C]`."
+    """Token ids of one set of queries: concept queries `[n, 2]` for global value indices `[n]`, object queries `[n,
+    C+3]` for object values `[n, C]`."""
     return tokenize_concept_queries(space, queries, check=False) if queries.ndim == 1 else tokenize_objects(space, queries)
 
 # %% ../nbs/B1_tokens.ipynb #507214c0
 @dataclass
 class SceneBatch:
-    "A training batch: scenes, the values of the queries and positive-query indices (the towers read values, each in its own way)."
+    """A training batch: scenes, the values of the queries and positive-query indices (the towers read values, each in
+    its own way)."""
     scenes: torch.Tensor            # [B, O_max, C] values, -1 empty
     concept_values: torch.Tensor    # [sum V_k] global value index of each concept query
     concept_pos: torch.Tensor       # [B, O_max*C] index into concept_values, -1 none
@@ -159,11 +168,13 @@ def make_batch(space: ConceptSpace,
                max_objects: int,
                generator: torch.Generator,  # on the same device
                n_perturb: int = 1,  # perturbation negatives per object
-               allowed: torch.Tensor | None = None,  # [|O|] bool: objects that may appear as negatives (default: object_ids)
+               # [|O|] bool: objects that may appear as negatives (default: object_ids)
+               allowed: torch.Tensor | None = None,
                min_objects: int = 1,  # objects per scene: min_objects..max_objects
                concept_queries: str = "all",  # every value of the space ('all'), or only those 'present' in the batch
                swaps_per_scene: int = 0,  # attribute-swap negatives per scene: 0 every one, else that many at random
-               max_object_positives: int = 0,  # 0: every object of the batch is a query; else at most this many, at random
+               # 0: every object of the batch is a query; else at most this many, at random
+               max_object_positives: int = 0,
                ) -> SceneBatch:
     "One training batch of scenes with concept and object queries, hard negatives and labels."
     batch_size, max_objects = whole_number(batch_size, "batch_size"), whole_number(max_objects, "max_objects")
@@ -171,8 +182,10 @@ def make_batch(space: ConceptSpace,
     swaps_per_scene = whole_number(swaps_per_scene, "swaps_per_scene", low=0)
     max_object_positives = whole_number(max_object_positives, "max_object_positives", low=0)
     if batch_size < 1 or not 1 <= min_objects <= max_objects:
-        raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} and {max_objects}")
-    if concept_queries not in ("all", "present"): raise ValueError(f"concept_queries must be 'all' or 'present', got {concept_queries!r}")
+        raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} "
+                         f"and {max_objects}")
+    if concept_queries not in ("all", "present"):
+        raise ValueError(f"concept_queries must be 'all' or 'present', got {concept_queries!r}")
     dev = object_ids.device
     if allowed is None: allowed = membership(object_ids[None], space.n_objects)[0] > 0
     scenes = sample_scenes(space, object_ids, batch_size, max_objects, generator, min_objects, check=False)
@@ -182,7 +195,8 @@ def make_batch(space: ConceptSpace,
     if swaps_per_scene: swaps = _random_pick(swaps, swaps_per_scene, generator)
     pert = perturbation_negatives(space, scenes, generator, n_perturb, allowed, check=False) if n_perturb else swaps[:, :0]
     positives = ids
-    if max_object_positives:                                                        # a random subset of the batch's objects
+    # a random subset of the batch's objects
+    if max_object_positives:
         present = torch.unique(ids[ids >= 0])
         positives = present[torch.randperm(len(present), generator=generator, device=dev)[:max_object_positives]]
     query_ids = torch.cat([positives.flatten(), swaps.flatten(), pert.flatten()])
@@ -191,8 +205,11 @@ def make_batch(space: ConceptSpace,
     queried = query_ids[object_pos.clamp(max=len(query_ids) - 1)] == ids if max_object_positives else True
     object_pos = object_pos.where((ids >= 0) & queried, -1)
     values = space.value_index(scenes).flatten(1)
-    value_queries = torch.arange(space.n_values, device=dev) if concept_queries == "all" else torch.unique(values[values >= 0])
-    concept_pos = values if concept_queries == "all" else torch.searchsorted(value_queries, values.clamp_min(0)).where(values >= 0, -1)
-    return SceneBatch(scenes=scenes, concept_values=value_queries, concept_pos=_dedupe(concept_pos), object_query_ids=query_ids,
+    value_queries = torch.arange(space.n_values,
+                                 device=dev) if concept_queries == "all" else torch.unique(values[values >= 0])
+    concept_pos = values if concept_queries == "all" else torch.searchsorted(value_queries,
+                                                                             values.clamp_min(0)).where(values >= 0, -1)
+    return SceneBatch(scenes=scenes, concept_values=value_queries, concept_pos=_dedupe(concept_pos),
+                      object_query_ids=query_ids,
                       object_values=space.object_values(query_ids),
                       object_pos=_dedupe(object_pos), partial_positives=bool(max_object_positives))

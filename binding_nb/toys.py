@@ -15,19 +15,24 @@ __all__ = ['TOY_KINDS', 'toy_embeddings']
 
 # %% ../nbs/03c_toys.ipynb #9a13e22c
 TOY_KINDS = ("concepts", "objects", "positional", "noise",          # §4: known geometries
-             "table")                                               # §5.1: a known binding function, of the highest complexity
+             # §5.1: a known binding function, of the highest complexity
+             "table")
 _BINDING_KINDS = TOY_KINDS[4:]
 
-def toy_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str, dim: int = 64, noise: float | None = None, seed: int = 0,
+def toy_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str, dim: int = 64, noise: float | None = None,
+                   seed: int = 0,
                    binding: float = 0.7) -> np.ndarray:
-    "Float32 embeddings `[n, dim]` of the scenes `objects[n, m, C]` with a known geometry or binding function (one of `TOY_KINDS`); `noise` None: 0.1, or 0.05 for `table`."
+    """Float32 embeddings `[n, dim]` of the scenes `objects[n, m, C]` with a known geometry or binding function (one of
+    `TOY_KINDS`); `noise` None: 0.1, or 0.05 for `table`."""
     if kind not in TOY_KINDS: raise ValueError(f"kind must be one of {TOY_KINDS}, got {kind!r}")
-    dim, seed, binding = whole_number(dim, "dim", low=1), whole_number(seed, "seed", low=0), number_in(binding, "binding")
+    dim, seed, binding = whole_number(dim, "dim", low=1), whole_number(seed, "seed", low=0), number_in(binding,
+                                                                                                       "binding")
     noise = (0.05 if kind in _BINDING_KINDS else 0.1) if noise is None else number_in(noise, "noise", low=0)
     if kind == "table": return _table_embeddings(space, objects, dim, noise, seed)
     return _geometry_embeddings(space, objects, kind, dim, binding, noise, seed)
 
-def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "objects", dim: int = 64, binding: float = 0.7,
+def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "objects", dim: int = 64,
+                         binding: float = 0.7,
                          noise: float = 0.1, seed: int = 0) -> np.ndarray:
     "A bag of concepts, objects (shared or per slot) or noise: the §4 kinds."
     objects = np.asarray(check_scenes(space, objects))
@@ -44,7 +49,8 @@ def _geometry_embeddings(space: ConceptSpace, objects: np.ndarray, kind: str = "
         out += np.where(ids[:, i, None] >= 0, part, 0)
     return out
 
-def _table_embeddings(space: ConceptSpace, objects: np.ndarray, dim: int = 64, noise: float = 0.05, seed: int = 0) -> np.ndarray:
+def _table_embeddings(space: ConceptSpace, objects: np.ndarray, dim: int = 64, noise: float = 0.05,
+                      seed: int = 0) -> np.ndarray:
     "A random vector per object, summed over the objects of a scene: the §5.1 kind."
     objects = np.asarray(check_scenes(space, objects))
     rng = np.random.default_rng(seed)

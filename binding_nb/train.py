@@ -85,24 +85,29 @@ class RunConfig:
     v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
     # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
     inputs: str = "tokens"        # what the scene tower reads: an input kind known by name (models.registered_inputs)
-    input_settings: dict | None = None   # that kind's settings (its settings object, or a dict of them); None: its defaults
+    # that kind's settings (its settings object, or a dict of them); None: its defaults
+    input_settings: dict | None = None
     # how to run, not what: left out of model_key
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
     log_every: int = 50           # read the loss (a host synchronisation) every this many steps
-    layout: str = "auto"          # attention groups: 'packed' (by length), 'padded' (no host sync) or 'auto' (padded on CUDA)
+    # attention groups: 'packed' (by length), 'padded' (no host sync) or 'auto' (padded on CUDA)
+    layout: str = "auto"
 
-    def __post_init__(self):   # numpy scalars and integral floats (np.int64(4), 8.0) become the Python numbers they stand for
+    # numpy scalars and integral floats (np.int64(4), 8.0) become the Python numbers they stand for
+    def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, np.generic): setattr(self, f.name, v := v.item())
             if f.type == "int" and isinstance(v, float) and v.is_integer(): setattr(self, f.name, int(v))
-        if dataclasses.is_dataclass(self.input_settings): self.input_settings = asdict(self.input_settings)   # a dict: what a checkpoint stores
+        # a dict: what a checkpoint stores
+        if dataclasses.is_dataclass(self.input_settings): self.input_settings = asdict(self.input_settings)
 
     @property
     def space(self) -> ConceptSpace: return ConceptSpace([self.V] * self.C)
     def split(self) -> CoverageSplit:
-        "The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and val_fraction."
+        """The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and
+        val_fraction."""
         return coverage_split(self.space, self.coverage, self.seed, self.val_fraction)
     def model_config(self) -> ModelConfig:
         "The architecture of this run's dual encoder: the settings of this run that `ModelConfig` has."
@@ -110,7 +115,8 @@ class RunConfig:
     def model_key(self) -> str:
         "A short hash of every setting but coverage, seed and how to run: runs with the same key are comparable."
         d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY + ("input_settings",)}
-        d |= input_kind(self.inputs).changed_settings(self.input_settings)  # an input kind's settings, where they differ from its defaults
+        # an input kind's settings, where they differ from its defaults
+        d |= input_kind(self.inputs).changed_settings(self.input_settings)
         return fingerprint(d, length=10, algorithm="sha1")
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
@@ -131,30 +137,38 @@ def check_config(cfg: RunConfig) -> RunConfig:
         whole_number(getattr(cfg, name), name, low=1)
     if not cfg.lr > 0: raise ValueError(f"lr must be > 0, got {cfg.lr!r}")
     if not 0 <= cfg.warmup_frac < 1: raise ValueError(f"warmup_frac must be in [0, 1), got {cfg.warmup_frac!r}")
-    for name, options in (("concept_queries", ("all", "present")), ("negatives_from", ("fit", "all")), ("amp", ("auto", "bf16", "fp32")),
+    for name, options in (("concept_queries", ("all", "present")), ("negatives_from", ("fit", "all")),
+                          ("amp", ("auto", "bf16", "fp32")),
                           ("layout", ("auto", "packed", "padded"))):
-        if getattr(cfg, name) not in options: raise ValueError(f"{name} must be one of {options}, got {getattr(cfg, name)!r}")
-    whole_number(cfg.swaps_per_scene, "swaps_per_scene", low=0); whole_number(cfg.max_object_positives, "max_object_positives", low=0)
+        if getattr(cfg, name) not in options:
+            raise ValueError(f"{name} must be one of {options}, got {getattr(cfg, name)!r}")
+    whole_number(cfg.swaps_per_scene, "swaps_per_scene", low=0)
+    whole_number(cfg.max_object_positives, "max_object_positives", low=0)
     whole_number(cfg.log_every, "log_every", low=1)
     if cfg.query_weight_decay is not None and not cfg.query_weight_decay >= 0:
         raise ValueError(f"query_weight_decay must be None or >= 0, got {cfg.query_weight_decay!r}")
     if not (cfg.concept_weight >= 0 and 0 <= cfg.concept_off_at <= 1 and 0 <= cfg.concept_on_at < 1):
-        raise ValueError(f"need concept_weight >= 0, concept_off_at in [0, 1] and concept_on_at in [0, 1), got {cfg.concept_weight!r}, "
-                         f"{cfg.concept_off_at!r} and {cfg.concept_on_at!r}")
-    if cfg.concept_off_at and cfg.concept_on_at: raise ValueError("concept_off_at and concept_on_at exclude each other: set one of them")
-    if cfg.schedule not in ("linear", "constant"): raise ValueError(f"schedule must be 'linear' or 'constant', got {cfg.schedule!r}")
+        raise ValueError(f"need concept_weight >= 0, concept_off_at in [0, 1] and concept_on_at in [0, 1), got "
+                         f"{cfg.concept_weight!r}, {cfg.concept_off_at!r} and {cfg.concept_on_at!r}")
+    if cfg.concept_off_at and cfg.concept_on_at:
+        raise ValueError("concept_off_at and concept_on_at exclude each other: set one of them")
+    if cfg.schedule not in ("linear", "constant"):
+        raise ValueError(f"schedule must be 'linear' or 'constant', got {cfg.schedule!r}")
     if not cfg.grokfast >= 0: raise ValueError(f"grokfast must be >= 0 (0: off), got {cfg.grokfast!r}")
     assignments = math.factorial(cfg.max_objects) ** (cfg.C - 1)
     if assignments > MAX_VALUE_ASSIGNMENTS:
         fits = max(m for m in range(1, cfg.max_objects) if math.factorial(m) ** (cfg.C - 1) <= MAX_VALUE_ASSIGNMENTS)
-        raise ValueError(f"max_objects={cfg.max_objects} with C={cfg.C} gives scenes whose bag-of-concepts baseline needs "
-                         f"{assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use max_objects <= {fits}")
-    cfg.model_config()                                   # the architecture checks its own fields, and its input kind its settings
+        raise ValueError(f"max_objects={cfg.max_objects} with C={cfg.C} gives scenes whose bag-of-concepts baseline "
+                         f"needs {assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use "
+                         f"max_objects <= {fits}")
+    # the architecture checks its own fields, and its input kind its settings
+    cfg.model_config()
     resolve_device(cfg.device)
     return cfg
 
 # %% ../nbs/B4_training.ipynb #03697bf7
-AUTHORS_RECIPE = dict(logit_scale_init=1.15, logit_scale_max=math.log(10), init="xavier", final_norm=False, ffn_width=2048,
+AUTHORS_RECIPE = dict(logit_scale_init=1.15, logit_scale_max=math.log(10), init="xavier", final_norm=False,
+                      ffn_width=2048,
                       concept_queries="present", max_object_positives=64, swaps_per_scene=1, negatives_from="all")
 
 def with_recipe(cfg: RunConfig, recipe: str = "ours") -> RunConfig:
@@ -163,10 +177,12 @@ def with_recipe(cfg: RunConfig, recipe: str = "ours") -> RunConfig:
     return cfg if recipe == "ours" else dataclasses.replace(cfg, **AUTHORS_RECIPE)
 
 # %% ../nbs/B4_training.ipynb #8b7e77ce
-GPU_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5, eval_every=2500, ckpt_every=2500)
+GPU_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5, eval_every=2500,
+                 ckpt_every=2500)
 
 def gpu_scale(base: RunConfig) -> RunConfig:
-    "`base` at the authors' documented scale (`GPU_SCALE`), except for the sizes that were set to other than their defaults."
+    """`base` at the authors' documented scale (`GPU_SCALE`), except for the sizes that were set to other than their
+    defaults."""
     default = RunConfig()
     return dataclasses.replace(base, **{k: v for k, v in GPU_SCALE.items() if getattr(base, k) == getattr(default, k)})
 
@@ -175,9 +191,11 @@ ARCHITECTURE_NAMES = ("transformer", "product-shared", "product-independent")
 
 def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank: int = 64) -> RunConfig:
     "`cfg` with the towers called `name` (one of `ARCHITECTURE_NAMES`); the product encoders train at `product_lr`."
-    if name not in ARCHITECTURE_NAMES: raise ValueError(f"architecture must be one of {ARCHITECTURE_NAMES}, got {name!r}")
+    if name not in ARCHITECTURE_NAMES:
+        raise ValueError(f"architecture must be one of {ARCHITECTURE_NAMES}, got {name!r}")
     if name == "transformer": return dataclasses.replace(cfg, architecture="transformer")
-    return dataclasses.replace(cfg, architecture="product", code=name.removeprefix("product-"), lr=product_lr, rank=rank)
+    return dataclasses.replace(cfg, architecture="product", code=name.removeprefix("product-"), lr=product_lr,
+                               rank=rank)
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -189,7 +207,8 @@ class RunData:
     allowed: torch.Tensor    # [|O|] bool: the fit objects, the only ones that may appear as training negatives
     val_scenes: torch.Tensor
     test_scenes: torch.Tensor
-    heldout: torch.Tensor    # ids never trained on: the authors' fresh test samples are drawn from them (`paper_test_scenes`)
+    # ids never trained on: the authors' fresh test samples are drawn from them (`paper_test_scenes`)
+    heldout: torch.Tensor
 
 def run_data(cfg: RunConfig, device: torch.device) -> RunData:
     "Split the objects by coverage; sample validation scenes from `val` and test scenes from `heldout` objects only."
@@ -200,8 +219,10 @@ def run_data(cfg: RunConfig, device: torch.device) -> RunData:
     g = make_generator(10_000 + cfg.seed, device)       # evaluation scenes never depend on training randomness
     def scenes(ids, n):                                  # test and validation scenes hold exactly max_objects objects
         if len(ids) == 0: return torch.empty(0, cfg.max_objects, space.n_concepts, dtype=torch.long, device=device)
-        return sample_scenes(space, torch.from_numpy(ids).to(device), n, cfg.max_objects, g, min_objects=cfg.max_objects)
-    return RunData(space, fit, len(split.heldout), allowed, scenes(split.val, cfg.n_val_scenes), scenes(split.heldout, cfg.n_test_scenes),
+        return sample_scenes(space, torch.from_numpy(ids).to(device), n, cfg.max_objects, g,
+                             min_objects=cfg.max_objects)
+    return RunData(space, fit, len(split.heldout), allowed, scenes(split.val, cfg.n_val_scenes),
+                   scenes(split.heldout, cfg.n_test_scenes),
                    torch.from_numpy(split.heldout).to(device))
 
 # %% ../nbs/B4_training.ipynb #de9d4c0d
@@ -210,27 +231,32 @@ def embed_all_queries(model: DualEncoder, space: ConceptSpace, chunk: int = 3276
     "Unit embeddings of every concept value `[sum V_k, d_out]` and every object `[|O|, d_out]`, objects in chunks."
     dev = model.logit_scale.device
     values = model.embed_queries(torch.arange(space.n_values, device=dev))[0]
-    objects = torch.cat([model.embed_queries(space.object_values(ids))[0] for ids in torch.arange(space.n_objects, device=dev).split(chunk)])
+    objects = torch.cat([model.embed_queries(space.object_values(ids))[0] for ids in torch.arange(space.n_objects,
+                                                                                                  device=dev).split(chunk)])
     return values, objects
 
 # %% ../nbs/B4_training.ipynb #7ec0a9b1
 def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.Tensor, object_emb: torch.Tensor,
                 space: ConceptSpace) -> tuple[torch.Tensor, torch.Tensor]:
-    "Per scene, whether exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition is right: embeddings `[n, d]` of `scenes` `[n, m, C]` scored against every value `[sum V_k, d]` and every object `[|O|, d]`."
-    return concept_recognition(scene_emb @ value_emb.T, scenes, space), object_recognition(scene_emb @ object_emb.T, scenes, space)
+    """Per scene, whether exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition is right: embeddings `[n, d]`
+    of `scenes` `[n, m, C]` scored against every value `[sum V_k, d]` and every object `[|O|, d]`."""
+    return concept_recognition(scene_emb @ value_emb.T, scenes, space), object_recognition(scene_emb @ object_emb.T,
+                                                                                           scenes, space)
 
 # %% ../nbs/B4_training.ipynb #ca1b2d01
 @torch.inference_mode()
 def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_objects: int, hard: bool = True,
              seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None, in_batch: bool = False) -> dict:
-    "Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6)."
+    """Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard
+    negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6)."""
     nan = float("nan")
     if len(scenes) == 0:
         return dict.fromkeys(["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
-                             + (["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"] if in_batch else []), nan)
+                             + (["concept_acc_in_batch", "object_acc_in_batch",
+                                 "bag_of_concepts_acc_in_batch"] if in_batch else []), nan)
     if int(scene_sizes(scenes).max()) > max_objects:
-        raise ValueError(f"a scene has {int(scene_sizes(scenes).max())} objects but the model reads at most max_objects="
-                         f"{max_objects}; evaluate scenes of at most {max_objects} objects")
+        raise ValueError(f"a scene has {int(scene_sizes(scenes).max())} objects but the model reads at most "
+                         f"max_objects={max_objects}; evaluate scenes of at most {max_objects} objects")
     values, objects = embed_all_queries(model, space)
     g = make_generator(seed, scenes.device)
     concept_ok, object_ok, hard_ok, embedded = [], [], [], []
@@ -244,12 +270,15 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_
     mean = lambda oks: float(torch.cat(oks).float().mean()) if oks else nan
     out = dict(concept_acc=mean(concept_ok), object_acc=mean(object_ok), object_acc_hard=mean(hard_ok),
                bag_of_concepts_acc=bag_of_concepts_accuracy(space, scenes))
-    if in_batch: out |= in_batch_recognition(torch.cat(embedded), scenes, values, objects, space, make_generator(seed, scenes.device))
+    if in_batch:
+        out |= in_batch_recognition(torch.cat(embedded), scenes, values, objects, space,
+                                    make_generator(seed, scenes.device))
     return out if seen is None else {**out, **swap_breakdown(space, scenes, torch.cat(object_ok), seen)}
 
 # %% ../nbs/B4_training.ipynb #931276c2
 def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Tensor, seen: torch.Tensor) -> dict:
-    "Object recognition (`correct`, per scene) on scenes with an attribute swap among the `seen` objects `[|O|]` bool, and on the rest."
+    """Object recognition (`correct`, per scene) on scenes with an attribute swap among the `seen` objects `[|O|]` bool,
+    and on the rest."""
     swaps = attribute_swap_negatives(space, scenes, check=False)
     has_seen = ((swaps >= 0) & seen[swaps.clamp_min(0)]).any(1)
     rate = lambda mask: float(correct[mask].float().mean()) if bool(mask.any()) else float("nan")
@@ -271,8 +300,10 @@ def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     return model
 
 # %% ../nbs/B4_training.ipynb #7d3a00e7
-def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    "AdamW (fused) with the run's learning rate and weight decay (the query encoder's own, if set), and its warm-up then linear-decay (or constant) schedule."
+def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.Optimizer,
+                   torch.optim.lr_scheduler.LRScheduler]:
+    """AdamW (fused) with the run's learning rate and weight decay (the query encoder's own, if set), and its warm-up
+    then linear-decay (or constant) schedule."""
     params = model.parameters()
     if cfg.query_weight_decay is not None:
         query = set(model.query_encoder.parameters())
@@ -283,7 +314,8 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.
 
 # %% ../nbs/B4_training.ipynb #86a805f3
 def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
-    "The concept-loss weight at each step: `concept_weight`, constant, decayed linearly to 0 by `concept_off_at * steps`, or off until `concept_on_at * steps`."
+    """The concept-loss weight at each step: `concept_weight`, constant, decayed linearly to 0 by `concept_off_at *
+    steps`, or off until `concept_on_at * steps`."""
     if cfg.concept_on_at: return lambda step: cfg.concept_weight * (step >= cfg.concept_on_at * cfg.steps)
     if not cfg.concept_off_at: return lambda step: cfg.concept_weight
     end = cfg.concept_off_at * cfg.steps
@@ -337,23 +369,27 @@ def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
 
 # %% ../nbs/B4_training.ipynb #b4p00002
 def paper_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch.Tensor:
-    "The authors' fresh test sample at the validation of `step`: `n_test_scenes` scenes of 1 to `max_objects` of the `heldout` ids, from a generator seeded by the run's seed and the step."
+    """The authors' fresh test sample at the validation of `step`: `n_test_scenes` scenes of 1 to `max_objects` of the
+    `heldout` ids, from a generator seeded by the run's seed and the step."""
     g = make_generator(int(fingerprint("the authors' test", cfg.seed, step, length=8), 16), heldout.device)
     return sample_scenes(cfg.space, heldout, cfg.n_test_scenes, cfg.max_objects, g, check=False)
 
 @torch.inference_mode()
 def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int) -> dict:
-    "The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall and of its one-object and multi-object scenes; nan with no held-out object."
+    """The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall
+    and of its one-object and multi-object scenes; nan with no held-out object."""
     if data.n_heldout == 0: return dict.fromkeys(PAPER_TEST, float("nan"))
     scenes = paper_test_scenes(cfg, data.heldout, step)
     values, objects = embed_all_queries(model, data.space)
     emb = torch.cat([model.embed_scenes(part) for part in scenes.split(512)])
-    got = in_batch_recognition(emb, scenes, values, objects, data.space, make_generator(cfg.seed, scenes.device), by_size=True)
+    got = in_batch_recognition(emb, scenes, values, objects, data.space, make_generator(cfg.seed, scenes.device),
+                               by_size=True)
     return {k: got[k] for k in PAPER_TEST}
 
 
 # %% ../nbs/B4_training.ipynb #06670aa6
-def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object, torch.Generator,
+def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object,
+              torch.Generator,
                                                               Callable[[], SceneBatch]]:
     "A run's scenes, fresh model, optimizer and schedule, generator, and a function that draws its next training batch."
     data = run_data(cfg, device)

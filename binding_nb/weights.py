@@ -36,7 +36,8 @@ def _url_reachable(url: str, timeout: float = 2.0) -> bool:
     return _PROBE[url]
 
 def hub_offline() -> bool:
-    "True when `HF_HUB_OFFLINE`/`TRANSFORMERS_OFFLINE` is set or the hub (`HF_ENDPOINT`) does not answer HTTPS within 2 s."
+    """True when `HF_HUB_OFFLINE`/`TRANSFORMERS_OFFLINE` is set or the hub (`HF_ENDPOINT`) does not answer HTTPS within
+    2 s."""
     if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"): return True
     return not _url_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/"))
 
@@ -45,7 +46,8 @@ class WeightsUnavailableError(FileNotFoundError):
     "Pretrained weights were asked for but are neither on disk nor downloadable."
 
 def _weights_error(name: str, example: str, detail: str = "") -> WeightsUnavailableError:
-    why = ("the machine is offline (HF_HUB_OFFLINE is set or the hub is unreachable) and the weights are not in the local cache"
+    why = ("the machine is offline (HF_HUB_OFFLINE is set or the hub is unreachable) and the weights are not in the "
+           "local cache"
            if hub_offline() else "the weights could not be found or downloaded")
     return WeightsUnavailableError(
         f"cannot load pretrained weights for {name!r}: {why}. Pass local weights instead, e.g. {example}, "
@@ -60,30 +62,34 @@ def looks_like_path(s: str) -> bool:
 _SAFETENSORS_MAX_HEADER = 100_000_000   # the header size limit safetensors itself enforces
 
 def _pretrained_choice(pretrained) -> bool | str | None:
-    "`pretrained` as None (random init: None or False), True (the published weights: True or 'default') or a non-empty string (a tag or a path)."
+    """`pretrained` as None (random init: None or False), True (the published weights: True or 'default') or a non-empty
+    string (a tag or a path)."""
     if pretrained is None or pretrained is False: return None
     if pretrained is True or pretrained == "default": return True
     if isinstance(pretrained, os.PathLike): return os.fspath(pretrained)
     if isinstance(pretrained, str) and pretrained.strip(): return pretrained
-    raise ValueError(f"pretrained must be None or False (random init), True or 'default' (the published weights), a tag or a local "
-                     f"path; got {pretrained!r}")
+    raise ValueError(f"pretrained must be None or False (random init), True or 'default' (the published weights), a "
+                     f"tag or a local path; got {pretrained!r}")
 
 def _is_local(ident: str) -> bool:
     "Whether an hf:/st: model name is a local folder rather than a hub id: it exists, or starts with '/', '~' or '.'."
     return ident.startswith(("/", "~", ".")) or Path(ident).expanduser().exists()
 
 def _existing(path: str | os.PathLike, name: str, want: str, advice: str) -> Path:
-    "`path`, absolute, once it exists and is a `want` ('file' or 'folder'); else an error naming it, `name` and `advice`."
+    """`path`, absolute, once it exists and is a `want` ('file' or 'folder'); else an error naming it, `name` and
+    `advice`."""
     p = Path(path).expanduser().absolute()
     if not p.exists(): raise FileNotFoundError(f"{p} (weights for {name}) does not exist; {advice}")
     if want == "file" and p.is_dir():
         raise ValueError(f"{p} is a folder, but {name} wants one checkpoint file (.safetensors, .pt, .bin); {advice}")
     if want == "folder" and not p.is_dir():
-        raise ValueError(f"{p} is a file, but {name.split(':')[0]}: wants a folder holding config.json and the weights; {advice}")
+        raise ValueError(f"{p} is a file, but {name.split(':')[0]}: wants a folder holding config.json and the "
+                         f"weights; {advice}")
     return p
 
 def _weights_file_problem(path: Path) -> str:
-    "Why the weights file `path` cannot be whole, judged from its first bytes and its length ('' when it looks whole); no tensor is read."
+    """Why the weights file `path` cannot be whole, judged from its first bytes and its length ('' when it looks whole);
+    no tensor is read."""
     size = path.stat().st_size
     if size == 0: return "the file is empty"
     with open(path, "rb") as f:
@@ -94,7 +100,8 @@ def _weights_file_problem(path: Path) -> str:
             try:
                 header = json.loads(f.read(n))
                 end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError): return "its safetensors header is unreadable"
+            except (ValueError, TypeError, KeyError, IndexError,
+                    AttributeError): return "its safetensors header is unreadable"
             return "" if 8 + n + end == size else f"its safetensors header describes {8 + n + end} bytes, the file has {size}"
     if head.startswith(b"PK\x03\x04"):
         try:
@@ -113,7 +120,8 @@ def _check_weights_folder(folders: Sequence[Path], name: str, advice: str) -> No
     "Every weights file directly in `folders` looks whole, and there is at least one (else `WeightsUnavailableError`)."
     files = sorted(f for d in folders if d.is_dir() for f in d.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
     if not files:
-        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file ({', '.join(WEIGHT_SUFFIXES)}); {advice}")
+        raise WeightsUnavailableError(f"{folders[0]} (weights for {name}) holds no weights file "
+                                      f"({', '.join(WEIGHT_SUFFIXES)}); {advice}")
     for f in files: _check_weights_file(f, name, advice)
 
 def _read_config(folder: Path, name: str, advice: str, missing: str = "has no config.json") -> dict:
@@ -121,10 +129,13 @@ def _read_config(folder: Path, name: str, advice: str, missing: str = "has no co
     path = folder / "config.json"
     if not path.is_file(): raise ValueError(f"{folder} (weights for {name}) {missing}; {advice}")
     try: cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: {safe_reason(e)}; {advice}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e: raise ValueError(f"{path} (for {name}) is damaged: "
+                                                                            f"{safe_reason(e)}; {advice}") from None
     if not isinstance(cfg, dict): raise ValueError(f"{path} (for {name}) is damaged: it holds no JSON object; {advice}")
     return cfg
 
 def _load_failure(path: Path, name: str, e: BaseException, advice: str) -> ValueError:
-    "The error for a local checkpoint that looked whole but did not load: damaged inside, or not weights for this model."
-    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind ({safe_reason(e)}); {advice}")
+    """The error for a local checkpoint that looked whole but did not load: damaged inside, or not weights for this
+    model."""
+    return ValueError(f"{path} could not be loaded as weights for {name}: it is damaged or of the wrong kind "
+                      f"({safe_reason(e)}); {advice}")

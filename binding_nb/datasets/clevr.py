@@ -14,7 +14,8 @@ from PIL import Image, ImageDraw
 
 from ..scenes import ConceptSpace, check_scenes
 from ..utils import fingerprint, seeded_subset
-from .core import (DATASETS_VERSION, SceneDataset, all_pairs, as_images, check_image_size, default_cache_dir,
+from .core import (DATASETS_VERSION, SceneDataset, all_pairs, as_images, check_image_size,
+                                      default_cache_dir,
                                       render_cached, scene_captions)
 
 # %% auto #0
@@ -50,7 +51,8 @@ def _draw_flat(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: f
 
 def flat_object_tiles(height: int, width: int, object_size: float = 0.3, background=(236, 236, 236),
                       outline=(30, 30, 30), supersample: int = 4) -> np.ndarray:
-    "Each CLEVR object drawn flat at the centre of a `height x width` tile: uint8 `[24, height, width, 3]`, in object id order."
+    """Each CLEVR object drawn flat at the centre of a `height x width` tile: uint8 `[24, height, width, 3]`, in object
+    id order."""
     space, ss = clevr_space(), supersample
     values = np.asarray(space.object_values(np.arange(space.n_objects)))
     colors, r = list(CLEVR_COLORS.values()), object_size * height / 2 * ss
@@ -69,7 +71,8 @@ def clevr2d(size: int = 224,            # image side in pixels
             ) -> SceneDataset:
     "CLEVR-2D: all 576 ordered (left, right) pairs of 8 colours x 3 flat shapes, then the 24 single objects."
     check_image_size(size)
-    if not 0 < object_size <= 0.5: raise ValueError(f"object_size must be in (0, 0.5] so two objects fit side by side, got {object_size}")
+    if not 0 < object_size <= 0.5:
+        raise ValueError(f"object_size must be in (0, 0.5] so two objects fit side by side, got {object_size}")
     space = clevr_space()
     objects = all_pairs(space, singles)
     ids = np.asarray(space.object_ids(objects))
@@ -107,7 +110,8 @@ def _clevr3d_stage(mi, size: int, spp: int) -> dict:
                        "film": {"type": "hdrfilm", "width": int(size), "height": int(size), "pixel_format": "rgb",
                                 "rfilter": {"type": "gaussian"}}},
             "floor": {"type": "rectangle", "to_world": T().scale(30),
-                      "bsdf": {"type": "diffuse", "reflectance": {"type": "rgb", "value": _srgb_to_linear((170, 170, 170))}}},
+                      "bsdf": {"type": "diffuse",
+                               "reflectance": {"type": "rgb", "value": _srgb_to_linear((170, 170, 170))}}},
             "ambient": {"type": "constant", "radiance": {"type": "rgb", "value": 0.35}},
             "key_light": {"type": "rectangle", "emitter": {"type": "area", "radiance": {"type": "rgb", "value": 3.5}},
                           "to_world": T().look_at(origin=[-3, -4, 8], target=[0, 0, 0], up=[0, 0, 1]).scale(2.5)}}
@@ -119,7 +123,8 @@ def _clevr3d_object(mi, shape: int, color: int, x: float, y: float, r: float = 0
             "diffuse_reflectance": {"type": "rgb", "value": _srgb_to_linear(list(CLEVR_COLORS.values())[color])}}
     name = CLEVR_SHAPES[shape]
     if name == "cube":
-        return {"body": {"type": "cube", "bsdf": bsdf, "to_world": T().translate([x, y, 0.8 * r]).rotate([0, 0, 1], 25).scale(0.8 * r)}}
+        return {"body": {"type": "cube", "bsdf": bsdf,
+                         "to_world": T().translate([x, y, 0.8 * r]).rotate([0, 0, 1], 25).scale(0.8 * r)}}
     if name == "sphere":
         return {"body": {"type": "sphere", "center": [x, y, r], "radius": r, "bsdf": bsdf}}
     h, rc = 1.6 * r, 0.9 * r
@@ -185,16 +190,19 @@ def _render_distinct(keys: list[str], render: Callable[[int], np.ndarray], shape
 def clevr3d(size: int = 224,                 # image side in pixels
             spp: int = 32,                   # samples per pixel (fixed, with a fixed seed: deterministic)
             n_objects: int = 2,              # 2: all 576 ordered pairs; 3: `n_scenes` sampled triples
-            occlusion: bool = False,         # three objects only: the App. D.3 layout where one object hides part of another
+            # three objects only: the App. D.3 layout where one object hides part of another
+            occlusion: bool = False,
             n_scenes: int = 300,             # number of three-object scenes
             seed: int = 0,                   # seed of the three-object sample
             singles: bool = True,            # append the 24 single-object scenes (centred)
-            objects: np.ndarray | None = None,  # render exactly these scenes `[n, max_objects, 2]` instead (no singles added)
+            # render exactly these scenes `[n, max_objects, 2]` instead (no singles added)
+            objects: np.ndarray | None = None,
             cache_dir: str | os.PathLike | None = "default",  # "default": `default_cache_dir()`; None: no disk cache
             progress: bool = True) -> SceneDataset:
     "CLEVR-style 3D scenes rendered with Mitsuba 3: 576 + 24 two-object scenes, or a three-object variant."
     check_image_size(size)
-    if not (isinstance(spp, (int, np.integer)) and spp >= 1): raise ValueError(f"spp must be a positive int, got {spp!r}")
+    if not (isinstance(spp, (int, np.integer)) and spp >= 1):
+        raise ValueError(f"spp must be a positive int, got {spp!r}")
     if occlusion and n_objects != 3: raise ValueError("occlusion=True needs n_objects=3 (the App. D.3 layout)")
     space = clevr_space()
     if objects is not None: objects = np.asarray(check_scenes(space, objects, 3))  # exactly the scenes asked for

@@ -25,7 +25,8 @@ __all__ = ['DATASETS_VERSION', 'all_pairs', 'object_phrases', 'concept_phrases',
 
 # %% ../../nbs/01a_scene_datasets.ipynb #cb106384
 def all_pairs(space: ConceptSpace, singles: bool = True) -> np.ndarray:
-    "Every ordered pair of objects (first object major, object id order), then (if `singles`) every single object: `[n, 2, C]`."
+    """Every ordered pair of objects (first object major, object id order), then (if `singles`) every single object:
+    `[n, 2, C]`."""
     ids = np.arange(space.n_objects)
     pairs = np.stack(np.meshgrid(ids, ids, indexing="ij"), -1).reshape(-1, 2)
     if singles: pairs = np.concatenate([pairs, np.stack([ids, np.full_like(ids, -1)], -1)])
@@ -40,13 +41,15 @@ def object_phrases(space: ConceptSpace) -> np.ndarray:
 
 # %% ../../nbs/01a_scene_datasets.ipynb #c0e7a1f3
 def concept_phrases(space: ConceptSpace) -> np.ndarray:
-    "A text query for every concept value (`space.value_index` order): 'a <value> object' for the first concepts, 'a <value>' for the last (the noun)."
+    """A text query for every concept value (`space.value_index` order): 'a <value> object' for the first concepts, 'a
+    <value>' for the last (the noun)."""
     last = space.n_concepts - 1
     return np.array([f"a {v} object" if k < last else f"a {v}" for k in range(space.n_concepts) for v in space.value_names[k]], dtype=object)
 
 # %% ../../nbs/01a_scene_datasets.ipynb #623a9d1a
 def scene_captions(space: ConceptSpace, objects: np.ndarray) -> list[str]:
-    "CLEVR-template captions of scenes `[n, max_objects, C]`: 'a red cube', 'a red cube and a blue sphere', 'a .., a .. and a ..'."
+    """CLEVR-template captions of scenes `[n, max_objects, C]`: 'a red cube', 'a red cube and a blue sphere', 'a .., a
+    .. and a ..'."""
     ids = np.asarray(space.object_ids(check_scenes(space, objects)))
     phrases = object_phrases(space)[np.maximum(ids, 0)]
     n = (ids >= 0).sum(1)
@@ -59,7 +62,8 @@ def scene_captions(space: ConceptSpace, objects: np.ndarray) -> list[str]:
 # %% ../../nbs/01a_scene_datasets.ipynb #760b7e06
 DATASETS_VERSION = "1"  # part of every fingerprint and render-cache folder: bump when generated pixels change
 
-def dataset_fingerprint(name: str, params: dict, objects: np.ndarray, captions: Sequence[str], items: Sequence = ()) -> str:
+def dataset_fingerprint(name: str, params: dict, objects: np.ndarray, captions: Sequence[str],
+                        items: Sequence = ()) -> str:
     "Stable 16-hex-digit hash of a dataset's name, parameters, version, labels, captions and in-memory images' pixels."
     in_memory = items if isinstance(items, list) else ()  # lazy sequences (files) are covered by their params instead
     pixels = (im.tobytes() for im in in_memory if isinstance(im, Image.Image))
@@ -88,7 +92,8 @@ def _scene_indices(idx, n: int) -> np.ndarray:
 
 @dataclass(eq=False)
 class SceneDataset:
-    "Items (PIL images or strings) with their scene labels `objects[n, max_objects, C]` (-1 = empty), concept space and captions."
+    """Items (PIL images or strings) with their scene labels `objects[n, max_objects, C]` (-1 = empty), concept space
+    and captions."""
     name: str
     items: Sequence  # a list of PIL images or strings, or a lazy `ImageFiles`
     objects: np.ndarray
@@ -146,7 +151,8 @@ class SceneDataset:
 # %% ../../nbs/01a_scene_datasets.ipynb #8251825f
 def check_image_size(size) -> None:
     "Raise a `ValueError` unless `size` (an image side in pixels) is an int >= 16."
-    if not (isinstance(size, (int, np.integer)) and size >= 16): raise ValueError(f"size must be an int >= 16, got {size!r}")
+    if not (isinstance(size, (int, np.integer)) and size >= 16):
+        raise ValueError(f"size must be an int >= 16, got {size!r}")
 
 def as_images(pixels: np.ndarray) -> list:
     "uint8 `[n, H, W, 3]` -> list of PIL images."
@@ -181,12 +187,14 @@ def _read_cached_png(path: Path, shape: tuple) -> tuple[np.ndarray | None, str |
     "The pixels of the cached render at `path` and None, or None and why they cannot be used."
     try:
         with Image.open(path) as im: pixels = np.asarray(im.convert("RGB"))
-        return (pixels, None) if pixels.shape == tuple(shape) else (None, f"has shape {pixels.shape}, expected {tuple(shape)}")
+        return (pixels, None) if pixels.shape == tuple(shape) else (None, f"has shape {pixels.shape}, expected "
+                                                                          f"{tuple(shape)}")
     except Exception as e:
         return None, f"is unreadable ({type(e).__name__}: {e})"
 
 def load_cached_png(path: Path, shape: tuple) -> np.ndarray | None:
-    "Pixels of a cached render, or None when it is missing, or unreadable or of the wrong shape (set aside, with a warning)."
+    """Pixels of a cached render, or None when it is missing, or unreadable or of the wrong shape (set aside, with a
+    warning)."""
     if not path.exists(): return None
     pixels, why = _read_cached_png(path, shape)
     if why is not None: set_aside(path, why, then="re-rendering it")
@@ -203,15 +211,17 @@ def _what_is(path: Path) -> str | None:
 _CACHE_ADVICE = "pass another cache_dir (or cache_dir=None for no disk cache); nothing was rendered"
 
 def check_cache_folder(folder: str | os.PathLike, files: Sequence[str]) -> str | None:
-    "Create `folder` if needed; fail unless it is a folder with a regular file or nothing at each of `files`. None if writable, else why not."
+    """Create `folder` if needed; fail unless it is a folder with a regular file or nothing at each of `files`. None if
+    writable, else why not."""
     folder, unwritable = Path(folder), None
     try: writable_folder(folder, "render cache folder", _CACHE_ADVICE)
     except PermissionError as e:
         if not folder.is_dir(): raise
         unwritable = e.__cause__.strerror if isinstance(e.__cause__, OSError) else str(e)
     if blocked := [f"{folder / f} is {w}" for f in files if (w := _what_is(folder / f)) not in (None, "a file")]:
-        raise FileExistsError(f"{'; '.join(blocked[:3])}{'; ...' if blocked[3:] else ''}, where a cached render belongs; "
-                              f"binding_nb moves only files it wrote: remove or rename {'them' if blocked[1:] else 'it'} yourself, or " + _CACHE_ADVICE)
+        raise FileExistsError(f"{'; '.join(blocked[:3])}{'; ...' if blocked[3:] else ''}, where a cached render "
+                              f"belongs; binding_nb moves only files it wrote: remove or rename "
+                              f"{'them' if blocked[1:] else 'it'} yourself, or " + _CACHE_ADVICE)
     return unwritable
 
 # %% ../../nbs/01a_scene_datasets.ipynb #2d2c9a63
@@ -231,8 +241,9 @@ def render_cached(keys: Sequence[str],                     # one file name (with
         else:  # nothing can be set aside or added
             cached = [_read_cached_png(folder / f, shape)[0] for f in files]
             if lacking := [f for f, px in zip(files, cached) if px is None]:
-                raise PermissionError(f"render cache folder {folder} is not writable ({unwritable}) and lacks {len(lacking)} of "
-                                      f"{len(files)} renders (missing or damaged: {', '.join(lacking[:3])}{', ...' if lacking[3:] else ''}): make it writable or "
+                raise PermissionError(f"render cache folder {folder} is not writable ({unwritable}) and lacks "
+                                      f"{len(lacking)} of {len(files)} renders (missing or damaged: "
+                                      f"{', '.join(lacking[:3])}{', ...' if lacking[3:] else ''}): make it writable or "
                                       + _CACHE_ADVICE)
         todo = [i for i, px in enumerate(cached) if px is None]
         for i, px in enumerate(cached):

@@ -21,7 +21,8 @@ PATTERN_OBJECTS = ("circle", "square", "star", "heart", "ring")
 
 def patterned_space() -> ConceptSpace:
     "5 surface patterns x 5 object types (pattern first, so captions read 'a striped star')."
-    return ConceptSpace([len(PATTERNS), len(PATTERN_OBJECTS)], names=("pattern", "object"), value_names=(PATTERNS, PATTERN_OBJECTS))
+    return ConceptSpace([len(PATTERNS), len(PATTERN_OBJECTS)], names=("pattern", "object"),
+                        value_names=(PATTERNS, PATTERN_OBJECTS))
 
 # %% ../../nbs/01d_patterned.ipynb #bcc4b2ce
 def object_frames(jitter: dict,    # per instance: scale, angle, dx, dy (tile fractions)
@@ -96,7 +97,8 @@ def render_patterned_tiles(values: np.ndarray,  # [n, 2] (pattern, object) of ea
     shade = np.clip(1.12 - 0.18 * np.sqrt((u + 0.5) ** 2 + (v + 0.5) ** 2), 0.6, 1.1)  # light from the top left
     lit = np.where(inside, shade, f32(0))
     floor = np.where(inside, f32(0), np.where(shadow, f32(0.78), f32(1)))
-    layers = np.stack([_box_down(np.where(dark, 0, lit), ss), _box_down(np.where(dark, lit, 0), ss), _box_down(floor, ss)], -1)
+    layers = np.stack([_box_down(np.where(dark, 0, lit), ss), _box_down(np.where(dark, lit, 0), ss),
+                       _box_down(floor, ss)], -1)
     base, deep = _hsv_to_rgb(jitter["hue"], 0.7, 0.9).astype(f32), _hsv_to_rgb(jitter["hue"], 0.8, 0.35).astype(f32)
     back = ((0.96 - 0.1 * (np.arange(height) + 0.5) / height)[:, None, None] * np.array([1.0, 0.98, 0.95])).astype(f32)
     img = (layers[..., :1] * base[:, None, None] + layers[..., 1:2] * deep[:, None, None] + layers[..., 2:] * back)

@@ -60,7 +60,8 @@ def read_pug_csv(path: str | os.PathLike, columns: dict | None = None):
         reader = csv.reader(f, strict=True)  # strict: a stray quote is an error, not a value that swallows lines
         try:
             for row in reader:
-                start, end = end + 1, reader.line_num  # a row is named by its first line (a quoted value may span lines)
+                # a row is named by its first line (a quoted value may span lines)
+                start, end = end + 1, reader.line_num
                 if len(row) > 1 or "".join(row).strip(): rows.append([x.strip() for x in row]); lines.append(start)
         except csv.Error as e:
             raise ValueError(f"{path} line {end + 1}: not valid CSV ({e}); quote a value that holds a comma, quote or "
@@ -77,11 +78,15 @@ def read_pug_csv(path: str | os.PathLike, columns: dict | None = None):
     for line, row in zip(lines, rows):
         where = f"{path.name} line {line}:"
         if len(row) != len(header):
-            problems.append(f"{where} has {len(row)} fields, expected {len(header)} as in the header ({', '.join(header)}); "
+            problems.append(f"{where} has {len(row)} fields, expected {len(header)} as in the header "
+                            f"({', '.join(header)}); "
                             + ("quote a value that holds a comma" if len(row) > len(header) else
                                "write blank (or nothing) for a missing object, keeping its commas"))
-        elif not row[at]: problems.append(f"{where} {cols['path']} is empty; expected the image's path relative to the folder")
-        elif row[at] in seen: problems.append(f"{where} {cols['path']} {row[at]!r} is also on line {seen[row[at]]}; expected each image once")
+        elif not row[at]:
+            problems.append(f"{where} {cols['path']} is empty; expected the image's path relative to the folder")
+        elif row[at] in seen:
+            problems.append(f"{where} {cols['path']} {row[at]!r} is also on line {seen[row[at]]}; expected each image "
+                            f"once")
         else: seen[row[at]] = line
     _raise_problems(path, problems, "malformed row")
     return pd.DataFrame(rows, columns=header, index=pd.Index(lines, name="line"), dtype=str)
@@ -90,22 +95,26 @@ def read_pug_csv(path: str | os.PathLike, columns: dict | None = None):
 PUG_BLANKS = frozenset({"", "blank", "none", "nan", "null", "n/a", "na", "-"})  # cells that mean "no object" (any case)
 
 def _vocabulary(cells: Sequence[str], given: Sequence[str] | None, what: str) -> tuple[tuple[str, ...], dict[str, int]]:
-    "The names of one concept (`given`, or the distinct `cells` spelled as first found, sorted) and each casefolded name's index."
+    """The names of one concept (`given`, or the distinct `cells` spelled as first found, sorted) and each casefolded
+    name's index."""
     if given is None: names = tuple(sorted({c.casefold(): c for c in reversed(list(cells))}.values()))
     else:
         names = tuple(str(v).strip() for v in given)
         keys = [n.casefold() for n in names]
         if bad := [n for n, k in zip(names, keys) if k in PUG_BLANKS or keys.count(k) > 1]:
-            raise ValueError(f"the given {what} {list(names)} hold {bad}: a placeholder, or a name twice (case is ignored)")
+            raise ValueError(f"the given {what} {list(names)} hold {bad}: a placeholder, or a name twice (case is "
+                             f"ignored)")
     return names, {n.casefold(): i for i, n in enumerate(names)}
 
-def pug_labels(df,                                   # the labels table (a pandas DataFrame of strings), e.g. `read_pug_csv`'s
+# the labels table (a pandas DataFrame of strings), e.g. `read_pug_csv`'s
+def pug_labels(df,
                columns: dict | None = None,          # overrides of `PUG_COLUMNS`
                colors: Sequence[str] | None = None,  # colour vocabulary (default: sorted values in the table)
                animals: Sequence[str] | None = None, # animal vocabulary (default: sorted values in the table)
                source: str = "labels table",         # the table's name in errors
                ) -> tuple[np.ndarray, ConceptSpace, np.ndarray]:
-    "`objects[n, 2, (color, animal)]` of the rows with an animal, their `ConceptSpace`, and the boolean mask of those rows."
+    """`objects[n, 2, (color, animal)]` of the rows with an animal, their `ConceptSpace`, and the boolean mask of those
+    rows."""
     cols, name = {**PUG_COLUMNS, **(columns or {})}, Path(source).name
     lines = df.index.tolist() if df.index.name == "line" else list(range(2, len(df) + 2))
     cells = lambda *roles: np.stack([df[cols[r]].astype(str).str.strip().to_numpy(object) for r in roles], 1)
@@ -123,32 +132,38 @@ def pug_labels(df,                                   # the labels table (a panda
             what = "animal" if role.startswith("animal") else "colour"
             wrong = ("is empty" if not value else f"is {value!r}, a placeholder for a missing object, not a {what}"
                      if value.casefold() in PUG_BLANKS else f"is {value!r}, which is not in the given {what}s list")
-            problems.append(f"{name} line {lines[r]}: {role} (column {cols[role]}) {wrong}; expected one of the {len(names)} "
-                            f"{what}s {'given' if given is not None else 'in ' + name} ({', '.join(names[:12])}{', ...' if names[12:] else ''})")
+            problems.append(f"{name} line {lines[r]}: {role} (column {cols[role]}) {wrong}; expected one of the "
+                            f"{len(names)} {what}s {'given' if given is not None else 'in ' + name} "
+                            f"({', '.join(names[:12])}{', ...' if names[12:] else ''})")
     _raise_problems(source, problems, "label problem")
     for names, what in ((color_names, "colours"), (animal_names, "animals")):
-        if len(names) < 2: raise ValueError(f"{source}: PUG:SPARE labels need at least 2 distinct {what}, found {list(names)}")
+        if len(names) < 2:
+            raise ValueError(f"{source}: PUG:SPARE labels need at least 2 distinct {what}, found {list(names)}")
     code = lambda x, ix: np.array([[ix.get(v.casefold(), -1) for v in row] for row in x], int).reshape(x.shape)
     objects = np.stack([np.where(empty, -1, code(c, color_ix)), np.where(empty, -1, code(a, animal_ix))], -1)[keep]
     first_empty = empty[keep][:, 0] & ~empty[keep][:, 1]  # a single animal in the second slot moves to the first
     objects[first_empty] = objects[first_empty][:, ::-1]
-    space = ConceptSpace([len(color_names), len(animal_names)], names=("color", "animal"), value_names=(color_names, animal_names))
+    space = ConceptSpace([len(color_names), len(animal_names)], names=("color", "animal"),
+                         value_names=(color_names, animal_names))
     return objects, space, keep
 
 # %% ../../nbs/01e_pug.ipynb #de1406b0
 PUG_HELP = ("PUG:SPARE (12 colours x 8 animals, 7,392 two-animal images) is not generated by this package: download it "
-            "from the paper's data release (Uselis, Koishigarina & Oh, arXiv 2605.31503; built on Meta AI's PUG datasets, "
-            "https://github.com/facebookresearch/PUG) and pass its folder, e.g. pug_spare('/data/pug_spare'). "
-            "Expected: <root>/labels.csv with columns {cols} (image paths relative to <root>), or pass csv= and columns=.")
+            "from the paper's data release (Uselis, Koishigarina & Oh, arXiv 2605.31503; built on Meta AI's PUG "
+            "datasets, https://github.com/facebookresearch/PUG) and pass its folder, e.g. "
+            "pug_spare('/data/pug_spare'). Expected: <root>/labels.csv with columns {cols} (image paths relative to "
+            "<root>), or pass csv= and columns=.")
 
 def pug_spare(root: str | os.PathLike,                # the downloaded PUG:SPARE folder
               csv: str = "labels.csv",                 # the labels file, relative to `root`
-              columns: dict | None = None,             # overrides of `PUG_COLUMNS` (path, animal1, color1, animal2, color2)
+              # overrides of `PUG_COLUMNS` (path, animal1, color1, animal2, color2)
+              columns: dict | None = None,
               colors: Sequence[str] | None = None,     # colour vocabulary (default: sorted values in the CSV)
               animals: Sequence[str] | None = None,    # animal vocabulary (default: sorted values in the CSV)
               size: int | None = 224,                  # resize images to size x size on load (None: keep)
               ) -> SceneDataset:
-    "PUG:SPARE scenes from a downloaded folder: lazy images, `objects[n, 2, (color, animal)]`, captions 'a red cat and a blue dog'."
+    """PUG:SPARE scenes from a downloaded folder: lazy images, `objects[n, 2, (color, animal)]`, captions 'a red cat and
+    a blue dog'."""
     cols = {**PUG_COLUMNS, **(columns or {})}
     root = Path(root).expanduser()
     table, help = root / csv, PUG_HELP.format(cols=list(cols.values()))
@@ -162,5 +177,6 @@ def pug_spare(root: str | os.PathLike,                # the downloaded PUG:SPARE
         raise FileNotFoundError(f"{len(absent)} of {len(paths)} PUG:SPARE images listed in {table} are missing, e.g. "
                                 f"{', '.join(absent[:3])}; check that the download is complete and unpacked in {root}")
     items = ImageFiles(paths, size)
-    params = dict(csv=csv, columns=cols, size=size, files=items.stat_fingerprint())  # not the root: a moved copy keeps its key
+    # not the root: a moved copy keeps its key
+    params = dict(csv=csv, columns=cols, size=size, files=items.stat_fingerprint())
     return SceneDataset("pug_spare", items, objects, space, scene_captions(space, objects), params)

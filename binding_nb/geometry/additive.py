@@ -31,7 +31,8 @@ class Components:
     "Object or concept embeddings by one estimator (Table 1), with the reference that makes them additive components."
     unit: str                # 'object' or 'concept'
     estimator: str           # a key of ESTIMATORS
-    vectors: np.ndarray      # [P, U, d]: u per slot (P = m for avg_pos and lsq, else 1) and unit (U = |O| or sum V_k); NaN: not estimated
+    # [P, U, d]: u per slot (P = m for avg_pos and lsq, else 1) and unit (U = |O| or sum V_k); NaN: not estimated
+    vectors: np.ndarray
     counts: np.ndarray       # [P, U] scene slots (or single-object scenes) behind each vector
     reference: np.ndarray    # [d] r
     mean: np.ndarray         # [d] mu, the reconstruction's offset
@@ -45,18 +46,22 @@ class Components:
         return (self.vectors[p, units] - self.reference).astype(np.float32)
 
     def reconstruct(self, space: ConceptSpace, values: np.ndarray) -> np.ndarray:
-        "mu + the components of the objects of scenes `values[n, m, C]`: `[n, d]` float32 (NaN where a unit was not estimated)."
+        """mu + the components of the objects of scenes `values[n, m, C]`: `[n, d]` float32 (NaN where a unit was not
+        estimated)."""
         values = np.asarray(values)
         units = np.asarray(space.object_ids(values))[..., None] if self.unit == "object" else np.asarray(space.value_index(values))
         P, U = self.vectors.shape[:2]
-        if self.positional: units = np.where(units >= 0, units + U * np.arange(values.shape[1])[:, None], -1)   # slot i: table i
-        counts = membership(units, P * U, sparse=True, dtype=np.float32)                                       # [n, P * U]
+        # slot i: table i
+        if self.positional: units = np.where(units >= 0, units + U * np.arange(values.shape[1])[:, None], -1)
+        # [n, P * U]
+        counts = membership(units, P * U, sparse=True, dtype=np.float32)
         comps = (self.vectors - self.reference).astype(np.float32).reshape(P * U, -1)
         return (self.mean.astype(np.float32) + counts @ comps).astype(np.float32)
 
 # %% ../../nbs/03d_additive.ipynb #4b363f0c
 def _group_means(index: np.ndarray, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    "Means `[size, d]` (NaN where empty) and counts of the rows of `x`; row j counts once for each entry of `index[j]` (-1: none)."
+    """Means `[size, d]` (NaN where empty) and counts of the rows of `x`; row j counts once for each entry of `index[j]`
+    (-1: none)."""
     member = membership(np.asarray(index).reshape(len(x), -1), size, sparse=True).T.tocsr()     # [size, n]
     counts = np.asarray(member.sum(1)).ravel()
     with np.errstate(invalid="ignore", divide="ignore"): return (member @ x) / counts[:, None], counts
@@ -66,7 +71,8 @@ def _units(table: SceneTable, unit: str) -> np.ndarray:
     return table.ids[..., None] if unit == "object" else np.asarray(table.space.value_index(table.values))
 
 def estimate(table: SceneTable, unit: str = "object", estimator: str = "avg") -> Components:
-    "Object (or concept) embeddings of `table` by one of Table 1's estimators: `avg`, `avg_pos`, `single`, or `lsq` (the bound)."
+    """Object (or concept) embeddings of `table` by one of Table 1's estimators: `avg`, `avg_pos`, `single`, or `lsq`
+    (the bound)."""
     check_choice(unit, UNITS, "unit"); check_choice(estimator, ESTIMATORS, "estimator")
     key = ("estimate", unit, estimator)
     if key not in table._memo: table._memo[key] = _estimate(table, unit, estimator)
@@ -78,7 +84,8 @@ def _estimate(table: SceneTable, unit: str, estimator: str) -> Components:
     size, mu = (sp.n_objects if unit == "object" else sp.n_values), table.emb.mean(0, dtype=np.float64)
     if estimator == "single":
         if not len(table.single_ids):
-            raise ValueError("the SINGLE estimator needs single-object scenes, and this dataset has none; use 'avg' or 'avg_pos'")
+            raise ValueError("the SINGLE estimator needs single-object scenes, and this dataset has none; use 'avg' or "
+                             "'avg_pos'")
         units = table.single_ids if unit == "object" else np.asarray(sp.value_index(sp.object_values(table.single_ids)))
         vec, cnt = _group_means(units, table.single_emb, size)
         return Components(unit, estimator, vec[None], cnt[None], table.single_emb.mean(0, dtype=np.float64), mu)
@@ -91,7 +98,8 @@ def _estimate(table: SceneTable, unit: str, estimator: str) -> Components:
 
 # %% ../../nbs/03d_additive.ipynb #e5b84404
 def r2_score(y: np.ndarray, pred: np.ndarray, chunk: int = 16384) -> float:
-    "Pooled R^2 = 1 - sum ||y - pred||^2 / sum ||y - mean(y)||^2 over all rows and dimensions (float64 sums, `chunk` rows at a time)."
+    """Pooled R^2 = 1 - sum ||y - pred||^2 / sum ||y - mean(y)||^2 over all rows and dimensions (float64 sums, `chunk`
+    rows at a time)."""
     y, pred = np.asarray(y), np.asarray(pred)
     if y.shape != pred.shape: raise ValueError(f"y and pred must have the same shape, got {y.shape} and {pred.shape}")
     mean, resid, total = y.mean(0, dtype=np.float64), 0.0, 0.0
@@ -102,7 +110,8 @@ def r2_score(y: np.ndarray, pred: np.ndarray, chunk: int = 16384) -> float:
 
 # %% ../../nbs/03d_additive.ipynb #22c85d3e
 def additive_design(space: ConceptSpace, values: np.ndarray, unit: str, positional: bool) -> sparse.csr_matrix:
-    "The one-hot design `[n, P * U]` of an additive model of scenes `values[n, m, C]` (a unit in two slots of a shared table counts twice)."
+    """The one-hot design `[n, P * U]` of an additive model of scenes `values[n, m, C]` (a unit in two slots of a shared
+    table counts twice)."""
     values = np.asarray(values)
     n, m, _ = values.shape
     units = np.asarray(space.object_ids(values))[..., None] if unit == "object" else np.asarray(space.value_index(values))
@@ -112,7 +121,8 @@ def additive_design(space: ConceptSpace, values: np.ndarray, unit: str, position
 
 @dataclass(eq=False)
 class AdditiveFit:
-    "A least-squares additive model: f(s) = a + sum_i t_i(o_i) over objects, or a + sum_i sum_k t_ik(c_ik) over concept values."
+    """A least-squares additive model: f(s) = a + sum_i t_i(o_i) over objects, or a + sum_i sum_k t_ik(c_ik) over
+    concept values."""
     space: ConceptSpace
     unit: str                # 'object' or 'concept'
     positional: bool         # one table per slot (else one shared table)
@@ -122,10 +132,12 @@ class AdditiveFit:
 
     def predict(self, values: np.ndarray) -> np.ndarray:
         "The fitted embeddings `[n, d]` (float32) of scenes `values[n, m, C]`."
-        return (self.intercept + additive_design(self.space, values, self.unit, self.positional) @ self.coef).astype(np.float32)
+        return (self.intercept + additive_design(self.space, values, self.unit,
+                                                 self.positional) @ self.coef).astype(np.float32)
 
     def components(self) -> Components:
-        "The fit as `Components` (estimator 'lsq'): u = a + t, with a as both reference and offset; NaN where not fitted."
+        """The fit as `Components` (estimator 'lsq'): u = a + t, with a as both reference and offset; NaN where not
+        fitted."""
         size = self.space.n_objects if self.unit == "object" else self.space.n_values
         vec = self.coef.reshape(-1, size, self.coef.shape[1]) + self.intercept
         counts = self.counts.reshape(-1, size)
@@ -133,8 +145,10 @@ class AdditiveFit:
         return Components(self.unit, "lsq", vec, counts, self.intercept, self.intercept)
 
 # %% ../../nbs/03d_additive.ipynb #68065c85
-def fit_additive(table: SceneTable, unit: str = "object", positional: bool = True, rows: np.ndarray | None = None) -> AdditiveFit:
-    "The least-squares additive fit of the scenes `rows` of `table` (default: all) from their objects or concept values."
+def fit_additive(table: SceneTable, unit: str = "object", positional: bool = True,
+                 rows: np.ndarray | None = None) -> AdditiveFit:
+    """The least-squares additive fit of the scenes `rows` of `table` (default: all) from their objects or concept
+    values."""
     check_choice(unit, UNITS, "unit")
     if rows is None:                                                      # the fit to all scenes is made once per table
         key = ("fit", unit, bool(positional))
@@ -151,7 +165,8 @@ def fit_additive(table: SceneTable, unit: str = "object", positional: bool = Tru
 
 # %% ../../nbs/03d_additive.ipynb #0b6e28e5
 def _group_sums(index: np.ndarray, x: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    "Sums `[size, d]` (x's dtype) and counts of the rows of `x` over groups; row j counts once for each entry of `index[j]`."
+    """Sums `[size, d]` (x's dtype) and counts of the rows of `x` over groups; row j counts once for each entry of
+    `index[j]`."""
     member = membership(np.asarray(index).reshape(len(x), -1), size, sparse=True, dtype=x.dtype).T.tocsr()   # [size, n]
     return member @ x, np.asarray(member.sum(1)).ravel()
 
@@ -160,11 +175,14 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"): return np.where(den[:, None] > 0, num / den[:, None], np.nan)
 
 def reconstruct_held_out(table: SceneTable, estimator: str = "avg") -> np.ndarray:
-    "Object reconstructions `[n, d]` of every scene from estimates (and a mean) that leave out the scenes with its objects; NaN where nothing is left."
+    """Object reconstructions `[n, d]` of every scene from estimates (and a mean) that leave out the scenes with its
+    objects; NaN where nothing is left."""
     if estimator == "single": return estimate(table, "object", "single").reconstruct(table.space, table.values)
-    if estimator not in ("avg", "avg_pos"): raise ValueError(f"held-out reconstruction is for 'avg', 'avg_pos' or 'single', not {estimator!r}")
+    if estimator not in ("avg", "avg_pos"):
+        raise ValueError(f"held-out reconstruction is for 'avg', 'avg_pos' or 'single', not {estimator!r}")
     emb, n, m, O = table.emb, table.n, table.m, table.space.n_objects
-    group = np.unique(table.keys(), return_inverse=True)[1].ravel()              # scenes with the same objects, in any order
+    # scenes with the same objects, in any order
+    group = np.unique(table.keys(), return_inverse=True)[1].ravel()
     feed = table.ids if estimator == "avg" else table.ids + O * np.arange(m)     # [n, m] the estimate each slot adds to
     size = O * (1 if estimator == "avg" else m)
     g_sum, g_n = _group_sums(group, emb, group.max() + 1)

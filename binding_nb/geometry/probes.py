@@ -31,10 +31,12 @@ class Probes:
     test: np.ndarray           # the held-out scenes
 
     def scores(self, x) -> torch.Tensor:
-        return torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32, device=self.weight.device) @ self.weight + self.bias
+        return torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32,
+                               device=self.weight.device) @ self.weight + self.bias
 
     def correct(self, x, values: np.ndarray, chunk: int = 16384) -> dict[str, np.ndarray]:
-        "Per scene `values[n, m, C]`: each head right (`heads`, `[n, C]`), all heads (`concept`), the object probe (`object`)."
+        """Per scene `values[n, m, C]`: each head right (`heads`, `[n, C]`), all heads (`concept`), the object probe
+        (`object`)."""
         parts = [self._correct(x[a:a + chunk], values[a:a + chunk]) for a in range(0, len(values), chunk)]
         return {key: np.concatenate([p[key] for p in parts]) for key in ("heads", "concept", "object")}
 
@@ -55,11 +57,14 @@ class Probes:
         "Mean of `correct`: concept (all heads), concept_per_head (mean over heads) and object; NaN for no scenes."
         if len(values) == 0: return dict(concept=float("nan"), concept_per_head=float("nan"), object=float("nan"))
         c = self.correct(x, values)
-        return dict(concept=float(c["concept"].mean()), concept_per_head=float(c["heads"].mean()), object=float(c["object"].mean()))
+        return dict(concept=float(c["concept"].mean()), concept_per_head=float(c["heads"].mean()),
+                    object=float(c["object"].mean()))
 
 # %% ../../nbs/03e_probes.ipynb #b2f67be3
-def probe_split(n: int, train_fraction: float = 0.4, seed: int = 0, groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    "A seeded split of `n` scenes into sorted train and test indices; scenes with one `groups` label (e.g. identical scenes) fall on one side."
+def probe_split(n: int, train_fraction: float = 0.4, seed: int = 0,
+                groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of `n` scenes into sorted train and test indices; scenes with one `groups` label (e.g. identical
+    scenes) fall on one side."""
     if not 0 < train_fraction < 1: raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
     gid = np.arange(n) if groups is None else _first_seen(groups, n)
     g = int(gid.max()) + 1 if n else 0
@@ -85,14 +90,17 @@ def _unit_counts(units: np.ndarray, columns: np.ndarray) -> np.ndarray:
     pos = np.minimum(np.searchsorted(columns, units), len(columns) - 1)
     return membership(np.where((units >= 0) & (columns[pos] == units), pos, -1), len(columns))
 
-def fit_probes(table: SceneTable, train: np.ndarray, test: np.ndarray | None = None, l2: float = 1e-3, max_iter: int = 100,
+def fit_probes(table: SceneTable, train: np.ndarray, test: np.ndarray | None = None, l2: float = 1e-3,
+               max_iter: int = 100,
                max_scenes: int | None = 8192, seed: int = 0, device="auto") -> Probes:
-    "Fit the concept probes and the object probe on the scenes `train` of `table` (a seeded sample of `max_scenes` of them, when more)."
+    """Fit the concept probes and the object probe on the scenes `train` of `table` (a seeded sample of `max_scenes` of
+    them, when more)."""
     sp, dev = table.space, resolve_device(device)
     train = np.asarray(train)
     test = np.setdiff1d(np.arange(table.n), train) if test is None else np.asarray(test)
     if max_scenes is not None and len(train) > max_scenes:
-        train = np.sort(np.random.default_rng(seed).choice(train, whole_number(max_scenes, "max_scenes", low=1), replace=False))
+        train = np.sort(np.random.default_rng(seed).choice(train, whole_number(max_scenes, "max_scenes", low=1),
+                                                           replace=False))
     value_units, object_units = np.unique(np.asarray(sp.value_index(table.values))), table.objects
     vals = table.values[train]
     counts = [torch.as_tensor(_unit_counts(sp.value_index(vals), value_units), dtype=torch.float32, device=dev),
@@ -103,11 +111,13 @@ def fit_probes(table: SceneTable, train: np.ndarray, test: np.ndarray | None = N
     targets = [(blk, c / c.sum(1, keepdim=True)) for blk, c in targets]
     x = torch.as_tensor(table.emb[train], dtype=torch.float32, device=dev)
     loc, scale = x.mean(0), x.std(0)
-    scale = torch.where(scale > DEAD_DIMENSION * scale.max().clamp_min(1e-30), scale, torch.ones_like(scale))   # a near-dead dimension is not amplified
+    # a near-dead dimension is not amplified
+    scale = torch.where(scale > DEAD_DIMENSION * scale.max().clamp_min(1e-30), scale, torch.ones_like(scale))
     xs = (x - loc) / scale
     W = torch.zeros(x.shape[1], len(value_units) + len(object_units), device=dev, requires_grad=True)
     b = torch.zeros(W.shape[1], device=dev, requires_grad=True)
-    opt = torch.optim.LBFGS([W, b], lr=1, max_iter=max_iter, history_size=20, tolerance_grad=1e-9, tolerance_change=1e-12,
+    opt = torch.optim.LBFGS([W, b], lr=1, max_iter=max_iter, history_size=20, tolerance_grad=1e-9,
+                            tolerance_change=1e-12,
                             line_search_fn="strong_wolfe")
     def closure():
         opt.zero_grad()

@@ -35,7 +35,8 @@ def table_value(df: pd.DataFrame | None, col: str, **where) -> float:
 
 @dataclass(eq=False)
 class GeometryReport:
-    "Every §4 measurement of one encoder on one dataset: one tidy DataFrame per paper table, the figures, and the settings."
+    """Every §4 measurement of one encoder on one dataset: one tidy DataFrame per paper table, the figures, and the
+    settings."""
     table: SceneTable
     probes: pd.DataFrame                              # the probes on real embeddings: training and held-out scenes
     estimators: pd.DataFrame | None = None            # Table 1
@@ -48,7 +49,8 @@ class GeometryReport:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         "The measured tables, by file name."
-        named = dict(table1_estimators=self.estimators, table2_reconstruction=self.reconstruction, table3_editing=self.editing,
+        named = dict(table1_estimators=self.estimators, table2_reconstruction=self.reconstruction,
+                     table3_editing=self.editing,
                      table4_concepts_vs_objects=self.concepts_vs_objects, table5_attribution=self.attribution, probes=self.probes)
         return {k: v for k, v in named.items() if v is not None}
 
@@ -63,11 +65,15 @@ class GeometryReport:
                     "retrieval AVG": table_value(r, "retrieval", estimator="AVG"), "retrieval AVG+POS": table_value(r, "retrieval", estimator="AVG+POS"),
                     "retrieval chance": table_value(r, "retrieval_chance", estimator="AVG"),
                     "edit k=1 AVG": table_value(e, "retrieval", estimator="AVG", k=1.0, group="all"),
-                    "edit k=1 AVG, none shared": table_value(e, "retrieval", estimator="AVG", k=1.0, group="none shared"),
-                    "edit k=1 AVG, shared": table_value(e, "retrieval", estimator="AVG", k=1.0, group=f"{edited} shared"),
+                    "edit k=1 AVG, none shared": table_value(e, "retrieval", estimator="AVG", k=1.0,
+                                                             group="none shared"),
+                    "edit k=1 AVG, shared": table_value(e, "retrieval", estimator="AVG", k=1.0,
+                                                        group=f"{edited} shared"),
                     "edit k=1 SINGLE": table_value(e, "retrieval", estimator="SINGLE", k=1.0, group="all"),
-                    "R² scene from objects": table_value(c, "r2", target="scene", predictors="objects", positional=True),
-                    "R² scene from concepts": table_value(c, "r2", target="scene", predictors="concepts", positional=True),
+                    "R² scene from objects": table_value(c, "r2", target="scene", predictors="objects",
+                                                         positional=True),
+                    "R² scene from concepts": table_value(c, "r2", target="scene", predictors="concepts",
+                                                          positional=True),
                     "concept probe": table_value(self.probes, "concept", scenes="held-out"),
                     "object probe": table_value(self.probes, "object", scenes="held-out"),
                     "bag of concepts": table_value(self.probes, "bag_of_concepts", scenes="held-out")})
@@ -77,13 +83,15 @@ class GeometryReport:
         return out
 
     def figures(self, title: str | None = None) -> dict:
-        "Fig. 2 (two-object scenes over two or more concepts) and Fig. 3 (when editing was measured), as matplotlib figures."
+        """Fig. 2 (two-object scenes over two or more concepts) and Fig. 3 (when editing was measured), as matplotlib
+        figures."""
         title, figs = title or self.table.name, {}
         if self.table.m == 2 and self.table.space.n_concepts >= 2:
             pts = mds_points(self.table)
             figs["fig2_mds"] = plot_mds(pts, title=f"{title} (stress {pts.attrs['stress']:.2f})")
         if self.editing is not None:
-            figs["fig3_editing"] = plot_editing(self.editing, title=title, edited=self.table.space.names[self.settings.get("edit_concept", 0)])
+            figs["fig3_editing"] = plot_editing(self.editing, title=title,
+                                                edited=self.table.space.names[self.settings.get("edit_concept", 0)])
         return figs
 
     def save(self, folder: str | os.PathLike) -> list:
@@ -104,7 +112,8 @@ class GeometryReport:
         return "\n".join(lines)
 
 # %% ../../nbs/03g_report.ipynb #24190e20
-def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concept=0, ks=(0, 0.5, 1, 1.5, 2), targets_per_slot=1,
+def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concept=0, ks=(0, 0.5, 1, 1.5, 2),
+                    targets_per_slot=1,
                      train_fraction=0.4, max_probe_scenes=8192, max_queries=1024, probe_l2=1e-3, probe_iters=100, seed=0) -> dict:
     "The settings of a report, checked: a clear error for any that cannot work, before anything is computed."
     sections, estimators = name_list(sections, "sections"), name_list(estimators, "estimators")
@@ -112,7 +121,8 @@ def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concep
     for e in estimators: check_choice(e, ESTIMATORS, "estimator")
     if not estimators: raise ValueError(f"estimators must name at least one of {list(ESTIMATORS)}, got an empty list")
     try: ks = [float(k) for k in ks]
-    except (TypeError, ValueError): raise ValueError(f"ks must be a list of edit strengths (numbers), got {ks!r}") from None
+    except (TypeError,
+            ValueError): raise ValueError(f"ks must be a list of edit strengths (numbers), got {ks!r}") from None
     if not ks or not np.isfinite(ks).all(): raise ValueError(f"ks must be finite edit strengths, got {ks}")
     train_fraction = number_in(train_fraction, "train_fraction", 0, 1, low_open=True, high_open=True)
     if not isinstance(edit_concept, str): whole_number(edit_concept, "edit_concept", low=0)
@@ -120,7 +130,8 @@ def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concep
     return dict(sections=list(sections), estimators=list(estimators), edit_concept=edit_concept, ks=ks,
                 targets_per_slot=opt(targets_per_slot, "targets_per_slot"), train_fraction=float(train_fraction),
                 max_probe_scenes=opt(max_probe_scenes, "max_probe_scenes"), max_queries=opt(max_queries, "max_queries"),
-                probe_l2=number_in(probe_l2, "probe_l2", low=0), probe_iters=whole_number(probe_iters, "probe_iters", low=1),
+                probe_l2=number_in(probe_l2, "probe_l2", low=0), probe_iters=whole_number(probe_iters, "probe_iters",
+                                                                                          low=1),
                 seed=whole_number(seed, "seed", low=0))
 
 def geometry_report(embeddings, data, n_objects: int | None = None, device="auto", **settings) -> GeometryReport:
@@ -129,8 +140,8 @@ def geometry_report(embeddings, data, n_objects: int | None = None, device="auto
     s, dev = report_settings(**settings), resolve_device(device)
     table = scene_table(embeddings, data, n_objects)
     if not np.ptp(table.emb, 0).any():
-        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² and removed energy is NaN); "
-                      f"check the encoder", stacklevel=2)
+        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² and "
+                      f"removed energy is NaN); check the encoder", stacklevel=2)
     s["edit_concept"] = concept_index(table.space, s["edit_concept"])
     train, test = probe_split(table.n, s["train_fraction"], s["seed"], groups=table.keys(ordered=True))
     probes = fit_probes(table, train, test, s["probe_l2"], s["probe_iters"], s["max_probe_scenes"], s["seed"], dev)
@@ -144,10 +155,12 @@ def geometry_report(embeddings, data, n_objects: int | None = None, device="auto
     if "concepts_vs_objects" in s["sections"]: rep.concepts_vs_objects = concepts_vs_objects_table(table, train, test)
     if "editing" in s["sections"]:
         per_scene = table.m * (s["targets_per_slot"] or len(table.values_of(s["edit_concept"])))
-        cases = edit_cases(table, s["edit_concept"], s["targets_per_slot"], s["max_queries"] and -(-s["max_queries"] // per_scene), s["seed"])
+        cases = edit_cases(table, s["edit_concept"], s["targets_per_slot"],
+                           s["max_queries"] and -(-s["max_queries"] // per_scene), s["seed"])
         rep.editing = editing_table(table, cases, probes, [e for e in s["estimators"] if e != "lsq"], s["ks"], dev)
         s.update(n_edits=len(cases), n_edits_skipped=cases.n_skipped)
     if "attribution" in s["sections"]:
-        rep.attribution = attribution_table(table, train, test, probes, s["seed"], s["probe_l2"], s["probe_iters"], s["max_probe_scenes"], dev)
+        rep.attribution = attribution_table(table, train, test, probes, s["seed"], s["probe_l2"], s["probe_iters"],
+                                            s["max_probe_scenes"], dev)
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -51,7 +51,8 @@ class SceneTable:
         return np.unique(self.values[..., k])
 
     def keys(self, ids: np.ndarray | None = None, ordered: bool = False) -> np.ndarray:
-        "One integer per scene (default: these scenes) naming its objects: as a multiset, or slot by slot when `ordered`."
+        """One integer per scene (default: these scenes) naming its objects: as a multiset, or slot by slot when
+        `ordered`."""
         ids = self.ids if ids is None else np.asarray(ids)
         if not ordered: ids = np.sort(ids, axis=-1)
         return ids @ (self.space.n_objects ** np.arange(ids.shape[-1] - 1, -1, -1, dtype=np.int64))
@@ -63,12 +64,13 @@ class SceneTable:
 
     def with_emb(self, emb: np.ndarray) -> SceneTable:
         "The same scenes with other embeddings (residuals, shuffles)."
-        return SceneTable(self.space, np.asarray(emb, np.float32), self.values, self.single_emb, self.single_ids, self.name)
+        return SceneTable(self.space, np.asarray(emb, np.float32), self.values, self.single_emb, self.single_ids,
+                          self.name)
 
     def __repr__(self):
         grid = "x".join(str(len(self.values_of(k))) for k in range(self.space.n_concepts))
-        return (f"SceneTable({self.name}: {self.n:,} {self.m}-object scenes over {len(self.objects)} objects ({grid} values of "
-                f"{', '.join(self.space.names)}), {len(self.single_ids)} single-object scenes, d={self.d})")
+        return (f"SceneTable({self.name}: {self.n:,} {self.m}-object scenes over {len(self.objects)} objects ({grid} "
+                f"values of {', '.join(self.space.names)}), {len(self.single_ids)} single-object scenes, d={self.d})")
 
 # %% ../../nbs/03b_scene_tables.ipynb #d274bee2
 def dataset_labels(data) -> tuple[np.ndarray, ConceptSpace]:
@@ -85,32 +87,37 @@ def _as_embeddings(embeddings, n: int) -> np.ndarray:
     if x.dtype.kind not in "fiu" or x.ndim != 2:
         raise ValueError(f"embeddings must be a numeric array [n_scenes, dim], got {x.dtype} of shape {x.shape}")
     if len(x) != n:
-        raise ValueError(f"got {len(x)} embeddings for {n} scenes: embed the same dataset you pass (one row per scene, in order)")
-    if x.shape[1] == 0: raise ValueError(f"the embeddings have no dimensions (shape {x.shape}): check the encoder's output")
+        raise ValueError(f"got {len(x)} embeddings for {n} scenes: embed the same dataset you pass (one row per scene, "
+                         f"in order)")
+    if x.shape[1] == 0:
+        raise ValueError(f"the embeddings have no dimensions (shape {x.shape}): check the encoder's output")
     bad = ~np.isfinite(x).all(1)
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} of {n} embeddings hold NaN or inf (the first is scene {int(np.flatnonzero(bad)[0])}); "
-                         f"no geometry can be measured on them: check the encoder's output")
+        raise ValueError(f"{int(bad.sum())} of {n} embeddings hold NaN or inf (the first is scene "
+                         f"{int(np.flatnonzero(bad)[0])}); no geometry can be measured on them: check the encoder's "
+                         f"output")
     if x.dtype.kind == "f" and x.dtype.itemsize > 4 and n:                   # would become inf
         r, j = np.unravel_index(np.argmax(np.abs(x)), x.shape)
         if abs(x[r, j]) > np.finfo(np.float32).max:
-            raise ValueError(f"embeddings beyond float32's range (±3.4e38), in which all is measured: the largest is {x[r, j]:.3g} in scene {r}, "
-                             f"column {j}; rescale them or check the encoder")
+            raise ValueError(f"embeddings beyond float32's range (±3.4e38), in which all is measured: the largest is "
+                             f"{x[r, j]:.3g} in scene {r}, column {j}; rescale them or check the encoder")
     return x.astype(np.float32, copy=False)
 
 def scene_table(embeddings, data, n_objects: int | None = None, name: str | None = None) -> SceneTable:
-    "Pair `embeddings` (one row per scene of `data`, in order) with the labels; keep the `n_objects`-object scenes (default: the largest size)."
+    """Pair `embeddings` (one row per scene of `data`, in order) with the labels; keep the `n_objects`-object scenes
+    (default: the largest size)."""
     objects, space = dataset_labels(data)
     emb = _as_embeddings(embeddings, len(objects))
     sizes = np.asarray(scene_sizes(objects))
     if sizes.max(initial=0) < 2:
-        raise ValueError("the dataset has no scene of two or more objects, and §4 rebuilds such scenes from their objects: "
-                         "pass a dataset with two-object scenes (e.g. all_pairs(space))")
+        raise ValueError("the dataset has no scene of two or more objects, and §4 rebuilds such scenes from their "
+                         "objects: pass a dataset with two-object scenes (e.g. all_pairs(space))")
     m = int(sizes.max()) if n_objects is None else whole_number(n_objects, "n_objects", low=2)
     keep = np.flatnonzero(sizes == m)
     if len(keep) < 4:
         raise ValueError(f"need at least 4 scenes of {m} objects, found {len(keep)} (scene sizes present: "
                          f"{sorted(set(sizes.tolist()))}); pass n_objects= one of them")
     single = np.flatnonzero(sizes == 1)
-    return SceneTable(space, emb[keep], objects[keep, :m], emb[single], np.asarray(space.object_ids(objects[single, 0])),
+    return SceneTable(space, emb[keep], objects[keep, :m], emb[single],
+                      np.asarray(space.object_ids(objects[single, 0])),
                       name or getattr(data, "name", "scenes"))

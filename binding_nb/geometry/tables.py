@@ -35,7 +35,8 @@ def _available(table: SceneTable, estimators: Sequence[str]) -> list[str]:
     return [e for e in estimators if e != "single" or len(table.single_ids)]
 
 def estimator_table(table: SceneTable, estimators: Sequence[str] = tuple(ESTIMATORS)) -> pd.DataFrame:
-    "Table 1: per unit and estimator, the vectors estimated, the scene slots behind each (median), and the in-sample R^2 of the reconstruction."
+    """Table 1: per unit and estimator, the vectors estimated, the scene slots behind each (median), and the in-sample
+    R^2 of the reconstruction."""
     rows = []
     for unit in UNITS:
         for est in _available(table, estimators):
@@ -43,13 +44,16 @@ def estimator_table(table: SceneTable, estimators: Sequence[str] = tuple(ESTIMAT
             recon = comps.reconstruct(table.space, table.values)
             ok, has = np.isfinite(recon).all(1), np.isfinite(comps.vectors).all(-1)
             rows.append(dict(unit=unit, estimator=ESTIMATORS[est], mean_of=_AVERAGES[est], vectors=int(has.sum()),
-                             slots_per_vector=float(np.median(comps.counts[has])), r2=r2_score(table.emb[ok], recon[ok]),
+                             slots_per_vector=float(np.median(comps.counts[has])), r2=r2_score(table.emb[ok],
+                                                                                               recon[ok]),
                              n=int(ok.sum())))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/03f_tables.ipynb #37cb2f73
-def _nearest(queries: np.ndarray, bank: torch.Tensor, device: torch.device, q_chunk: int = 512, b_chunk: int = 32768) -> np.ndarray:
-    "Index of the row of `bank` (unit rows) with the highest cosine similarity to each query, one block of both at a time."
+def _nearest(queries: np.ndarray, bank: torch.Tensor, device: torch.device, q_chunk: int = 512,
+             b_chunk: int = 32768) -> np.ndarray:
+    """Index of the row of `bank` (unit rows) with the highest cosine similarity to each query, one block of both at a
+    time."""
     out = []
     for q in torch.as_tensor(np.ascontiguousarray(queries), dtype=torch.float32).split(q_chunk):
         q = F.normalize(q.to(device), dim=1)
@@ -62,8 +66,10 @@ def _nearest(queries: np.ndarray, bank: torch.Tensor, device: torch.device, q_ch
         out.append(arg.cpu())
     return torch.cat(out).numpy() if out else np.zeros(0, np.int64)
 
-def retrieval_hits(table: SceneTable, queries: np.ndarray, target_ids: np.ndarray, device="auto") -> tuple[np.ndarray, np.ndarray]:
-    "Per query `[q, d]`: whether its nearest scene (cosine, among all of `table`) holds the objects `target_ids[q, m]` in any order; and the chance of that."
+def retrieval_hits(table: SceneTable, queries: np.ndarray, target_ids: np.ndarray, device="auto") -> tuple[np.ndarray,
+                   np.ndarray]:
+    """Per query `[q, d]`: whether its nearest scene (cosine, among all of `table`) holds the objects `target_ids[q, m]`
+    in any order; and the chance of that."""
     bank = F.normalize(torch.as_tensor(table.emb, dtype=torch.float32), dim=1)
     keys, want = table.keys(), table.keys(target_ids)
     hit = keys[_nearest(queries, bank, resolve_device(device))] == want
@@ -81,12 +87,14 @@ def _quality(table: SceneTable, recon: np.ndarray, queries: np.ndarray, device) 
     ok = np.isfinite(recon).all(1)
     q = queries[ok[queries]]
     hit, chance = retrieval_hits(table, recon[q], table.ids[q], device)
-    return dict(n=int(ok.sum()), r2=r2_score(table.emb[ok], recon[ok]), retrieval=float(hit.mean()) if len(q) else float("nan"),
+    return dict(n=int(ok.sum()), r2=r2_score(table.emb[ok], recon[ok]),
+                retrieval=float(hit.mean()) if len(q) else float("nan"),
                 retrieval_chance=float(chance.mean()) if len(q) else float("nan"), n_retrieval=len(q))
 
 def reconstruction_table(table: SceneTable, probes: Probes | None = None, estimators: Sequence[str] = tuple(ESTIMATORS),
                          max_queries: int | None = 1024, seed: int = 0, device="auto") -> pd.DataFrame:
-    "Table 2 per estimator: R^2 and retrieval of the object reconstruction (in-sample, scene left out, shuffled), and the probes applied to it."
+    """Table 2 per estimator: R^2 and retrieval of the object reconstruction (in-sample, scene left out, shuffled), and
+    the probes applied to it."""
     rng = np.random.default_rng(seed)
     queries = seeded_subset(table.n, max_queries, rng)
     shuffled = table.with_emb(table.emb[rng.permutation(table.n)])
@@ -102,13 +110,15 @@ def reconstruction_table(table: SceneTable, probes: Probes | None = None, estima
         if held is not None:
             recon = _recon(held, est, True)
             ok = np.isfinite(recon).all(1)
-            row.update({f"probe_{k}": v for k, v in probes.accuracy(recon[ok], held.values[ok]).items()}, n_probe=int(ok.sum()))
+            row.update({f"probe_{k}": v for k, v in probes.accuracy(recon[ok], held.values[ok]).items()},
+                       n_probe=int(ok.sum()))
         rows.append(row)
     return pd.DataFrame(rows)
 
 # %% ../../nbs/03f_tables.ipynb #8cc1030c
 def _objects_from_concepts(comps: Components, space: ConceptSpace) -> tuple[float, int]:
-    "R^2 of the estimated object embeddings (slot 0) predicted by a least-squares sum of concept tables, and the number of objects."
+    """R^2 of the estimated object embeddings (slot 0) predicted by a least-squares sum of concept tables, and the
+    number of objects."""
     objects = np.flatnonzero(np.isfinite(comps.vectors[0]).all(1))
     u = comps.vectors[0, objects]
     X = additive_design(space, np.asarray(space.object_values(objects))[:, None], "concept", False).toarray()
@@ -117,37 +127,44 @@ def _objects_from_concepts(comps: Components, space: ConceptSpace) -> tuple[floa
     return r2_score(u, pred), len(objects)
 
 def concepts_vs_objects_table(table: SceneTable, train: np.ndarray, test: np.ndarray) -> pd.DataFrame:
-    "Table 4: R^2 of the scene from its objects only or its concepts only (in-sample; fitted on `train`, scored on `test`), and of the object embeddings from concepts."
+    """Table 4: R^2 of the scene from its objects only or its concepts only (in-sample; fitted on `train`, scored on
+    `test`), and of the object embeddings from concepts."""
     rows = []
     for unit in UNITS:
         for positional in (True, False):
             full, part = fit_additive(table, unit, positional), fit_additive(table, unit, positional, train)
-            rows.append(dict(target="scene", predictors=f"{unit}s", positional=positional, r2=r2_score(table.emb, full.predict(table.values)),
+            rows.append(dict(target="scene", predictors=f"{unit}s", positional=positional,
+                             r2=r2_score(table.emb, full.predict(table.values)),
                              r2_held_out=r2_score(table.emb[test], part.predict(table.values[test])), n=table.n))
     for est in _available(table, ("avg", "single")):
         r2, n = _objects_from_concepts(estimate(table, "object", est), table.space)
-        rows.append(dict(target=f"object ({ESTIMATORS[est]})", predictors="concepts", positional=False, r2=r2, r2_held_out=float("nan"), n=n))
+        rows.append(dict(target=f"object ({ESTIMATORS[est]})", predictors="concepts", positional=False, r2=r2,
+                         r2_held_out=float("nan"), n=n))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/03f_tables.ipynb #07a60325
 def concept_index(space: ConceptSpace, concept: int | str) -> int:
     "The index of a concept given by name or index, or a clear error."
     if isinstance(concept, str):
-        if concept not in space.names: raise ValueError(f"unknown concept {concept!r}; the concepts are {list(space.names)}")
+        if concept not in space.names:
+            raise ValueError(f"unknown concept {concept!r}; the concepts are {list(space.names)}")
         return space.names.index(concept)
     k = whole_number(concept, "concept", low=0)
-    if k >= space.n_concepts: raise ValueError(f"concept {k} out of range: the space has {space.n_concepts} concepts {list(space.names)}")
+    if k >= space.n_concepts:
+        raise ValueError(f"concept {k} out of range: the space has {space.n_concepts} concepts {list(space.names)}")
     return k
 
 @dataclass(eq=False)
 class EditCases:
-    "Object replacements: in scene `base`, the object in `slot` (`old`) becomes `new`, which gives scene `target` (rows of the table)."
+    """Object replacements: in scene `base`, the object in `slot` (`old`) becomes `new`, which gives scene `target`
+    (rows of the table)."""
     base: np.ndarray      # [q]
     slot: np.ndarray      # [q]
     old: np.ndarray       # [q] object ids
     new: np.ndarray       # [q] object ids
     target: np.ndarray    # [q]
-    shared: np.ndarray    # [q] what the replaced object shares with the rest of its scene: '+'-joined concept names, or 'none'
+    # [q] what the replaced object shares with the rest of its scene: '+'-joined concept names, or 'none'
+    shared: np.ndarray
     concept: int          # the concept that is edited
     n_skipped: int        # replacements whose edited scene is not in the data
 
@@ -159,12 +176,15 @@ def _shared_labels(values: np.ndarray, slot: np.ndarray, names: Sequence[str]) -
     q, m, C = values.shape
     mine = values[np.arange(q), slot]
     same = ((values == mine[:, None]) & (np.arange(m) != slot[:, None])[..., None]).any(1)          # [q, C]
-    labels = np.array(["+".join(n for j, n in enumerate(names) if code >> j & 1) or "none" for code in range(2 ** C)], dtype=object)
+    labels = np.array(["+".join(n for j, n in enumerate(names) if code >> j & 1) or "none" for code in range(2 ** C)],
+                      dtype=object)
     return labels[same @ (1 << np.arange(C))]
 
-def edit_cases(table: SceneTable, concept: int | str = 0, targets_per_slot: int | None = 1, max_scenes: int | None = None,
+def edit_cases(table: SceneTable, concept: int | str = 0, targets_per_slot: int | None = 1,
+               max_scenes: int | None = None,
                seed: int = 0) -> EditCases:
-    "Replacements that change `concept` of one object to a value absent from its scene (`targets_per_slot` per slot; seeded sample of `max_scenes` scenes)."
+    """Replacements that change `concept` of one object to a value absent from its scene (`targets_per_slot` per slot;
+    seeded sample of `max_scenes` scenes)."""
     sp, k, rng = table.space, concept_index(table.space, concept), np.random.default_rng(seed)
     base, cand = seeded_subset(table.n, max_scenes, rng), table.values_of(k)
     absent = ~(table.values[base][:, :, k, None] == cand).any(1)                        # [b, V]
@@ -185,13 +205,15 @@ def edit_cases(table: SceneTable, concept: int | str = 0, targets_per_slot: int 
     keep = target >= 0
     s = np.lexsort((slot[keep], base[keep]))
     base, slot, old, new, target = (a[keep][s] for a in (base, slot, old, new, target))
-    return EditCases(base, slot, old, new, target, _shared_labels(table.values[base], slot, sp.names), k, int((~keep).sum()))
+    return EditCases(base, slot, old, new, target, _shared_labels(table.values[base], slot, sp.names), k,
+                     int((~keep).sum()))
 
 # %% ../../nbs/03f_tables.ipynb #9bc58ad9
 def edit(table: SceneTable, comps: Components, cases: EditCases, k: float = 1.0) -> np.ndarray:
     "Edited embeddings f(s) - k u_old + k u_new `[q, d]` (float32; NaN where a component was not estimated)."
     if comps.unit != "object": raise ValueError(f"edits swap object components; got {comps.unit} components")
-    return table.emb[cases.base] - np.float32(k) * (comps.component(cases.old, cases.slot) - comps.component(cases.new, cases.slot))
+    return table.emb[cases.base] - np.float32(k) * (comps.component(cases.old, cases.slot) - comps.component(cases.new,
+                                                                                                             cases.slot))
 
 # %% ../../nbs/03f_tables.ipynb #0325cab1
 def _mean(x: np.ndarray) -> float: return float(np.mean(x)) if len(x) else float("nan")
@@ -199,12 +221,16 @@ def _mean(x: np.ndarray) -> float: return float(np.mean(x)) if len(x) else float
 def editing_table(table: SceneTable, cases: EditCases, probes: Probes | None = None,
                   estimators: Sequence[str] = ("avg", "avg_pos", "single"), ks: Sequence[float] = (0, 0.5, 1, 1.5, 2),
                   device="auto") -> pd.DataFrame:
-    "Table 3: per estimator, strength k and shared-concept group, retrieval of the edited scene and probe accuracy on the edits."
+    """Table 3: per estimator, strength k and shared-concept group, retrieval of the edited scene and probe accuracy on
+    the edits."""
     edited = table.space.names[cases.concept]
     groups = {"all": np.ones(len(cases), bool)}
-    groups.update({f"{s} shared": cases.shared == s for s in ["none", edited, *sorted(set(cases.shared) - {"none", edited})]})
+    groups.update({f"{s} shared": cases.shared == s for s in ["none", edited,
+                                                              *sorted(set(cases.shared) - {"none", edited})]})
     target_ids = table.ids[cases.target]
-    clean = np.isin(cases.base, probes.test) & np.isin(cases.target, probes.test) if probes is not None else np.zeros(len(cases), bool)
+    clean = np.isin(cases.base, probes.test) & np.isin(cases.target,
+                                                       probes.test) if probes is not None else np.zeros(len(cases),
+                                                                                                        bool)
     unedited = retrieval_hits(table, table.emb[cases.base], target_ids, device) if 0 in ks else None
     rows = []
     for est in _available(table, estimators):
@@ -213,7 +239,8 @@ def editing_table(table: SceneTable, cases: EditCases, probes: Probes | None = N
         for k in ks:
             x = edit(table, comps, cases, k)
             ok = np.isfinite(x).all(1)
-            hit, chance = (unedited[0].copy(), unedited[1].copy()) if k == 0 else (np.zeros(len(cases), bool), np.zeros(len(cases)))
+            hit, chance = (unedited[0].copy(), unedited[1].copy()) if k == 0 else (np.zeros(len(cases), bool),
+                                                                                   np.zeros(len(cases)))
             if k != 0 and ok.any(): hit[ok], chance[ok] = retrieval_hits(table, x[ok], target_ids[ok], device)
             right = {"concept": np.zeros(len(cases), bool), "object": np.zeros(len(cases), bool)}
             use = clean.copy()
@@ -225,14 +252,16 @@ def editing_table(table: SceneTable, cases: EditCases, probes: Probes | None = N
                     right["concept"][use], right["object"][use] = c["concept"], c["object"]
             for g, mask in groups.items():
                 m, mp = mask & ok, mask & use
-                rows.append(dict(estimator=ESTIMATORS[est], k=float(k), group=g, n=int(m.sum()), retrieval=_mean(hit[m]),
+                rows.append(dict(estimator=ESTIMATORS[est], k=float(k), group=g, n=int(m.sum()),
+                                 retrieval=_mean(hit[m]),
                                  retrieval_chance=_mean(chance[m]), n_probe=int(mp.sum()), probe_concept=_mean(right["concept"][mp]),
                                  probe_object=_mean(right["object"][mp])))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/03f_tables.ipynb #a5a10878
 def plot_editing(editing: pd.DataFrame, ax=None, title: str = "", edited: str = "color"):
-    "Fig. 3 / App. D.2: retrieval of the edited scene against k, per estimator; solid: no concept shared, dashed: the edited concept shared."
+    """Fig. 3 / App. D.2: retrieval of the edited scene against k, per estimator; solid: no concept shared, dashed: the
+    edited concept shared."""
     import matplotlib.pyplot as plt
     fig, ax = (plt.subplots(figsize=(4.2, 3.2)) if ax is None else (ax.figure, ax))
     for j, (est, df) in enumerate(editing.groupby("estimator", sort=False)):
@@ -253,7 +282,8 @@ def _derangement(n: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 def relabel(table: SceneTable, unit: str, rng: np.random.Generator) -> np.ndarray:
-    "The scene values `[n, m, C]` with the objects that occur (or each concept's values that occur) relabelled by a derangement."
+    """The scene values `[n, m, C]` with the objects that occur (or each concept's values that occur) relabelled by a
+    derangement."""
     check_choice(unit, UNITS, "unit")
     sp, vals = table.space, table.values.copy()
     if unit == "object":
@@ -272,9 +302,11 @@ def relabel(table: SceneTable, unit: str, rng: np.random.Generator) -> np.ndarra
 ATTRIBUTION_VARIANTS = ("none removed", "concepts removed", "concepts removed (permuted ids)",
                         "objects removed", "objects removed (permuted ids)")
 
-def attribution_table(table: SceneTable, train: np.ndarray, test: np.ndarray, probes: Probes | None = None, seed: int = 0,
+def attribution_table(table: SceneTable, train: np.ndarray, test: np.ndarray, probes: Probes | None = None,
+                      seed: int = 0,
                       l2: float = 1e-3, max_iter: int = 100, max_scenes: int | None = 8192, device="auto") -> pd.DataFrame:
-    "Table 5: held-out accuracy of probes refitted after subtracting the fitted concept or object components, or same-sized relabelled ones."
+    """Table 5: held-out accuracy of probes refitted after subtracting the fitted concept or object components, or
+    same-sized relabelled ones."""
     rng, rows = np.random.default_rng(seed), []
     total = float(((table.emb - table.emb.mean(0)) ** 2).sum())
     for variant in ATTRIBUTION_VARIANTS:
@@ -284,7 +316,9 @@ def attribution_table(table: SceneTable, train: np.ndarray, test: np.ndarray, pr
             vals = relabel(table, fit.unit, rng) if "permuted" in variant else table.values
             part = fit.predict(vals) - fit.intercept.astype(np.float32)
             emb, removed, p = table.emb - part, float((part ** 2).sum()) / total if total > 0 else float("nan"), None
-        if p is None: p = fit_probes(table.with_emb(emb), train, test, l2=l2, max_iter=max_iter, max_scenes=max_scenes, seed=seed, device=device)
+        if p is None:
+            p = fit_probes(table.with_emb(emb), train, test, l2=l2, max_iter=max_iter, max_scenes=max_scenes,
+                           seed=seed, device=device)
         acc = p.accuracy(emb[test], table.values[test])
         rows.append(dict(variant=variant, probe_concept=acc["concept"], probe_concept_per_head=acc["concept_per_head"],
                          probe_object=acc["object"], removed_energy=removed, n_test=len(test)))
@@ -299,7 +333,8 @@ def _mds(dist: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float]:
     return xy, float(np.sqrt(((fitted - dist) ** 2).sum() / max((dist ** 2).sum(), 1e-30)))
 
 def mds_points(table: SceneTable, values: Sequence[Sequence[int]] | None = None, seed: int = 0) -> pd.DataFrame:
-    "Fig. 2's points: four objects (two values of each of the first two concepts), the two scenes of them with one bag of concepts, and those scenes' reconstructions."
+    """Fig. 2's points: four objects (two values of each of the first two concepts), the two scenes of them with one bag
+    of concepts, and those scenes' reconstructions."""
     sp = table.space
     if sp.n_concepts < 2 or table.m != 2: raise ValueError("Fig. 2 needs two-object scenes over at least two concepts")
     pick = [list(table.values_of(k)[:2]) for k in range(2)] if values is None else [list(v) for v in values]
@@ -313,13 +348,15 @@ def mds_points(table: SceneTable, values: Sequence[Sequence[int]] | None = None,
     pts = [dict(kind=f"object ({'single-object scene' if est == 'single' else 'AVG'})", label=name(o),
                 vector=table.single_emb[table.single_ids == o].mean(0) if est == "single" else comps.vectors[0, o]) for o in objs.values()]
     keys = table.keys(ordered=True)
-    for first, second in (((0, 0), (1, 1)), ((0, 1), (1, 0))):              # 'a b + c d' and its binding swap 'a d + c b'
+    # 'a b + c d' and its binding swap 'a d + c b'
+    for first, second in (((0, 0), (1, 1)), ((0, 1), (1, 0))):
         pair = np.array([[objs[first], objs[second]]])
         rows = np.flatnonzero(keys == table.keys(pair, ordered=True)[0])
         if not len(rows): continue
         label = f"{name(pair[0, 0])} + {name(pair[0, 1])}"
         pts += [dict(kind="two-object scene", label=label, vector=table.emb[rows[0]]),
-                dict(kind=f"reconstruction ({ESTIMATORS[est]})", label=label, vector=comps.reconstruct(sp, table.values[rows[:1]])[0])]
+                dict(kind=f"reconstruction ({ESTIMATORS[est]})", label=label,
+                     vector=comps.reconstruct(sp, table.values[rows[:1]])[0])]
     df = pd.DataFrame(pts)
     x = np.stack(df.vector.to_list()).astype(np.float64)
     x /= np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
@@ -330,7 +367,8 @@ def mds_points(table: SceneTable, values: Sequence[Sequence[int]] | None = None,
 
 # %% ../../nbs/03f_tables.ipynb #07181f15
 def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
-    "Draw `mds_points`: the objects joined as a quadrilateral, the scenes, and a dashed line from each reconstruction to its scene."
+    """Draw `mds_points`: the objects joined as a quadrilateral, the scenes, and a dashed line from each reconstruction
+    to its scene."""
     import matplotlib.pyplot as plt
     fig, ax = (plt.subplots(figsize=(4.6, 4)) if ax is None else (ax.figure, ax))
     objs = points[points.kind.str.startswith("object")]
@@ -340,9 +378,11 @@ def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
     scenes, recon = points[points.kind == "two-object scene"], points[points.kind.str.startswith("reconstruction")]
     ax.scatter(scenes.x, scenes.y, marker="o", color="C2", s=40, label="two-object scene", zorder=3)
     if len(recon): ax.scatter(recon.x, recon.y, marker="x", color="C4", s=45, label=recon.kind.iloc[0], zorder=3)
-    for (_, s), (_, r) in zip(scenes.iterrows(), recon.iterrows()): ax.plot([s.x, r.x], [s.y, r.y], "--", color="C4", lw=1)
+    for (_, s), (_, r) in zip(scenes.iterrows(), recon.iterrows()):
+        ax.plot([s.x, r.x], [s.y, r.y], "--", color="C4", lw=1)
     for _, p in points[~points.kind.str.startswith("reconstruction")].iterrows():
         ax.annotate(p.label, (p.x, p.y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_title(title or f"MDS of cosine distances (stress {points.attrs.get('stress', float('nan')):.2f})", fontsize=9)
+    ax.set_title(title or f"MDS of cosine distances (stress {points.attrs.get('stress', float('nan')):.2f})",
+                 fontsize=9)
     ax.set_xticks([]); ax.set_yticks([]); ax.margins(0.3); ax.legend(fontsize=6, loc="best")
     return fig
