@@ -25,7 +25,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="IProgress not found")
     importlib.import_module("tqdm.auto")
 
-from .utils import UnknowableCallable, safe_reason, callable_identity, file_signature, fingerprint, resolve_device
+from .identity import UnknowableCallable, callable_identity
+from .utils import safe_reason, file_signature, fingerprint, resolve_device
 from .weights import (hub_offline, looks_like_path, _check_weights_file, _check_weights_folder, _existing,
                                 _is_local, _load_failure,
                       _pretrained_choice, _read_config, _weights_error)
@@ -78,8 +79,7 @@ class ImagePreprocess:
         return (x * scale - shift).contiguous()
 
     def __call__(self, images: Sequence[Image.Image]) -> torch.Tensor:
-        """PIL images (any sizes and modes) -> `float32` `[n, 3, crop, crop]`; images of one size are transformed
-        together."""
+        "PIL images (any size and mode) -> `float32` `[n, 3, crop, crop]`; images of one size are transformed together."
         arrays = [np.asarray(im if im.mode == "RGB" else im.convert("RGB")) for im in images]
         shapes = sorted({a.shape for a in arrays})
         if len(shapes) == 1: return self.transform(torch.from_numpy(np.stack(arrays)))

@@ -322,16 +322,24 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
     return lambda step: cfg.concept_weight * max(0.0, 1 - step / end)
 
 # %% ../nbs/B4_training.ipynb #e81a42eb
-METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]        # a run's held-out test (`evaluate`)
-SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]     # ... split by seen swaps (`swap_breakdown`)
-IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]   # ... the authors' way (App. B.6)
-PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi"]   # the authors' test at each validation (`paper_test`)
-TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step",                     # optimistic: the step best on the test scenes,
-                 "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi"]   # and its numbers by scene size
-RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step", "val_object_acc",
+# a run's held-out test (`evaluate`)
+METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
+# ... split by seen swaps (`swap_breakdown`)
+SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]
+# ... the authors' way (App. B.6)
+IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]
+# the authors' test at each validation (`paper_test`)
+PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi"]
+# optimistic: the step best on the test scenes,
+TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step",
+                 # and its numbers by scene size
+                 "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi"]
+RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step",
+                  "val_object_acc",
                   "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS,
                   *IN_BATCH_METRICS, *TEST_SELECTED)
-OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)   # measured where the run can: nan in a row without them
+# measured where the run can: nan in a row without them
+OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)
 
 def test_selected(state: TrainState) -> dict:
     """The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) that its
@@ -346,17 +354,20 @@ def test_selected(state: TrainState) -> dict:
                 object_acc_in_batch_test_selected_single=part("single"), object_acc_in_batch_test_selected_multi=part("multi"))
 
 def _results_row(cfg: RunConfig, **values) -> dict:
-    "The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS` not given)."
+    """The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS`
+    not given)."""
     row = dict(C=cfg.C, V=cfg.V, n_objects=cfg.space.n_objects, coverage=cfg.coverage, seed=cfg.seed, steps=cfg.steps,
                model_key=cfg.model_key()) | values
-    if missing := [c for c in RESULT_COLUMNS if c not in row and c not in OPTIONAL_RESULTS]: raise ValueError(f"a run's row lacks the columns {missing}")
+    if missing := [c for c in RESULT_COLUMNS if c not in row and c not in OPTIONAL_RESULTS]:
+        raise ValueError(f"a run's row lacks the columns {missing}")
     if unknown := sorted(set(row) - set(RESULT_COLUMNS)): raise ValueError(f"a run's row has no columns {unknown}")
     return {c: row.get(c, float("nan")) for c in RESULT_COLUMNS}
 
 def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, device: torch.device) -> dict:
     "The results-table row of a finished run."
     best = next(h for h in state.history if h["step"] == state.best_step)
-    return _results_row(cfg, **test, **test_selected(state), train_seconds=round(state.train_seconds, 2), best_step=state.best_step,
+    return _results_row(cfg, **test, **test_selected(state), train_seconds=round(state.train_seconds, 2),
+                        best_step=state.best_step,
                         val_object_acc=best["val_object_acc"], val_concept_acc=best["val_concept_acc"], n_fit=len(data.fit),
                         n_heldout=data.n_heldout, n_test_scenes=len(data.test_scenes), device=str(device), status="ok")
 
