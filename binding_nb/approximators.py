@@ -357,7 +357,7 @@ def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tenso
     return model.eval(), loss, step, kept, [dict(m, start=start) for m in logged]
 
 def fit_approximator(family_name: str, space: ConceptSpace, X_train: np.ndarray, Y_train: np.ndarray,
-                     X_val: np.ndarray, Y_val: np.ndarray,
+                     X_val: np.ndarray, Y_val: np.ndarray, *,
         capacity: int = 256, lr: float = 1e-3, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
         seed: int = 0, device="auto", init: float = 1.0, init_mean: float = 0.0,
         monitor: Callable[[Callable[[np.ndarray], np.ndarray]], dict] | None = None,

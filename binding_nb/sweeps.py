@@ -225,13 +225,13 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
                 regime=regime(cell, n_fit, table.space.values_per_concept, table.d),
                 **(reference or held_out_reference(table, split.test, probes)))
     try:
-        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val],
-                               table.emb[split.val], cell.capacity,
-                  cell.lr, steps, batch_size, eval_every, split.seed, device, cell.init, cell.init_mean,
-                  None if watch is None else lambda predict: {**watch(predict, split.test),
+        monitor = None if watch is None else lambda predict: {**watch(predict, split.test),
                                                               "train_r2": r2_score(table.emb[split.train],
-                                                                                   predict(v[split.train]))},
-                  cell.starts, cell.moment, cell.finish)
+                                                                                   predict(v[split.train]))}
+        app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val],
+                               table.emb[split.val], capacity=cell.capacity, lr=cell.lr, steps=steps, batch_size=batch_size,
+                               eval_every=eval_every, seed=split.seed, device=device, init=cell.init, init_mean=cell.init_mean,
+                               monitor=monitor, starts=cell.starts, moment=cell.moment, finish=cell.finish)
     except TrainingDiverged:
         nan = float("nan")
         return {**base,

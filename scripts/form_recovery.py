@@ -39,8 +39,9 @@ def run(job: tuple) -> dict:
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n, replace=False))]
     t = scene_table(form_embeddings(space, scenes, form, rank, dim, seed=1), (scenes, space))
     sp = holdout_split(t, 0.5, seed=1)
-    app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], probe_rank, lr, steps, None, 100,
-                           start, "cpu", 0.3, 0.0, **ONE_ADAM_START)   # one Adam start per --starts seed: the fit this map was made with
+    app = fit_approximator(form, space, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=probe_rank, lr=lr,
+                           steps=steps, batch_size=None, eval_every=100, seed=start, device="cpu", init=0.3, init_mean=0.0,
+                           **ONE_ADAM_START)   # one Adam start per --starts seed: the fit this map was made with
     r2 = lambda rows: r2_score(t.emb[rows], app.predict(t.values[rows]))
     probes = fit_probes(t, *probe_split(t.n, 0.4, 1), device="cpu")          # the encoder's own linear probes, as 04's known answers read it
     ref = held_out_reference(t, sp.test, probes)

@@ -59,7 +59,8 @@ def run(job: tuple) -> dict:
         return (float(concept_recognition(s @ unit(values).T, sc, space).float().mean()),
                 float(object_recognition(s @ unit(objects).T, sc, space).float().mean()))
 
-    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity, 1e-2, steps, None, 50, 0, "cpu", 0.3, init_mean,
+    app = fit_approximator(fam, space, scenes[train], emb[train], scenes[val], emb[val], capacity=capacity, lr=1e-2, steps=steps,
+                           batch_size=None, eval_every=50, seed=0, device="cpu", init=0.3, init_mean=init_mean,
                            **ONE_ADAM_START)   # one Adam start: the fit this study was made with
     pred = app.predict(scenes[test])
     (c, o), (cc, co) = recognition(pred, test), recognition(emb[test], test)

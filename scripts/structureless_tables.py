@@ -47,8 +47,9 @@ def run(job: tuple) -> dict:
     table = SceneTable(space, emb, scenes, np.zeros((0, 64), np.float32), np.zeros(0, np.int64), "structureless table")
     split = holdout_split(table, 0.5, approximator_seed(0), PAPER_VAL_FRACTION if setting in PAPER_SCENES else 0.1)
     solver = ONE_ADAM_START if setting == "authors" else solver_settings(form)
-    app = fit_approximator(form, space, scenes[split.train], emb[split.train], scenes[split.val], emb[split.val], s["rank"], 1e-2, steps, None,
-                           100, 0, "cpu", s["init"], s["init_mean"], **solver)
+    app = fit_approximator(form, space, scenes[split.train], emb[split.train], scenes[split.val], emb[split.val], capacity=s["rank"], lr=1e-2,
+                           steps=steps, batch_size=None, eval_every=100, seed=0, device="cpu", init=s["init"], init_mean=s["init_mean"],
+                           **solver)
     r2 = lambda rows: r2_score(emb[rows], app.predict(scenes[rows]))
     n_fit = len(np.unique(table.ids[split.train]))
     return dict(form=form, setting=setting, paper_objects=n_objects if setting in PAPER_SCENES else 0, rank=s["rank"], dim=64, steps=steps, **solver,

@@ -64,8 +64,9 @@ def test_each_form_recovers_a_random_encoder_of_its_own_form(form, rank, n):
 def test_the_global_product_is_recovered_from_enough_scenes_with_its_rank_and_start_chosen_on_validation(form):
     "A product of four zero-mean factors: from 100,000 sampled scenes (20,000 fit scenes), its probe at ranks 8, 16 and 32 from two starts, at learning rate 0.03, chosen by its R^2 on validation objects, recovers a rank-8 encoder; no single rank and start does reliably (results/complexity/form_recovery.csv)."
     t, probes, sp = _known_table(form, 8, 100_000)
-    fits = [(rank, start, fit_approximator(form, KNOWN_SPACE, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], rank, 3e-2, 1000,
-                                           None, 100, start, "cpu", 0.3, 0.0)) for rank in (8, 16, 32) for start in (0, 1)]
+    fits = [(rank, start, fit_approximator(form, KNOWN_SPACE, t.values[sp.train], t.emb[sp.train], t.values[sp.val], t.emb[sp.val], capacity=rank,
+                                           lr=3e-2, steps=1000, batch_size=None, eval_every=100, seed=start, device="cpu", init=0.3,
+                                           init_mean=0.0)) for rank in (8, 16, 32) for start in (0, 1)]
     val = [score_approximator(app, t, sp.val, probes)["r2"] for *_, app in fits]     # validation R^2 chooses
     rank, start, best = fits[int(np.argmax(val))]
     r, ceiling = score_approximator(best, t, sp.test, probes), held_out_reference(t, sp.test, probes)["ceiling_object_acc"]
