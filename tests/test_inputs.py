@@ -40,7 +40,7 @@ def test_every_kind_known_and_one_of_ones_own_keep_the_contract(architecture):
     kinds = registered_inputs() + [use_inputs(f"{EXAMPLE}:deep_sets")]
     assert {"tokens", "pixels", "deep_sets"} <= set(kinds)
     for name in kinds:
-        check_input_kind(name, ModelConfig(2, 4, 2, d_model=16, n_layers=1, n_heads=2, d_out=8, architecture=architecture, inputs=name))
+        check_input_kind(ModelConfig(2, 4, 2, d_model=16, n_layers=1, n_heads=2, d_out=8, architecture=architecture, inputs=name))
 
 
 def test_a_kind_of_ones_own_is_refused_clearly_when_its_file_is_not_named(tmp_path):
