@@ -109,7 +109,9 @@ class Form:
 def _valid(product, sum_block,
            shared) -> bool: return (product is not None or sum_block) and not (product == "global" and shared)
 
-FORMS = {f.name: f for f in (Form(p, s, sh) for p in (None, *PRODUCTS) for sh in (False, True) for s in (True, False) if _valid(p, s, sh))}
+FORMS = {f.name: f
+         for f in (Form(p, s, sh) for p in (None, *PRODUCTS) for sh in (False, True)
+                   for s in (True, False) if _valid(p, s, sh))}
 
 # %% ../nbs/04a_approximators.ipynb #d3b8ee6c
 class FormProbe(_ConceptInput):
@@ -219,7 +221,8 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
         eval_every,
                   save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
     model.load_state_dict(state.best_model)
-    logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")} for h in state.history] if monitor else []
+    logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")}
+              for h in state.history] if monitor else []
     return model.eval(), state.best_step, -state.best_score, logged
 
 # %% ../nbs/04a_approximators.ipynb #806d78ad
@@ -256,7 +259,8 @@ def _xgboost(capacity: int, lr: float, seed: int):
     import xgboost
     return xgboost.XGBRegressor(n_estimators=200, learning_rate=lr, max_depth=capacity, tree_method="hist", n_jobs=1,
                                 random_state=seed,
-                                multi_strategy="multi_output_tree", grow_policy="lossguide" if capacity == 0 else "depthwise")
+                                multi_strategy="multi_output_tree",
+                                grow_policy="lossguide" if capacity == 0 else "depthwise")
 
 def _forest(capacity: int, lr: float, seed: int):
     from sklearn.ensemble import RandomForestRegressor
@@ -299,7 +303,8 @@ def memorises(name: str, capacity: int, fit_objects: int, values_per_concept: Se
     if form is None: return False
     D, n, d = free_directions(form, capacity, values_per_concept), whole_number(fit_objects, "fit_objects",
                                                                                 low=0), whole_number(dim, "dim", low=1)
-    return D >= n or (form.product is not None and capacity * (sum(values_per_concept) - len(values_per_concept)) >= d * (n - D))
+    return D >= n or (form.product is not None
+                      and capacity * (sum(values_per_concept) - len(values_per_concept)) >= d * (n - D))
 
 
 # %% ../nbs/04a_approximators.ipynb #68daef90
@@ -328,7 +333,8 @@ def solver_settings(name: str, starts: int | None = None, moment: bool | None = 
 # %% ../nbs/04a_approximators.ipynb #291b9aa5
 def _one_start(fam: Family, space: ConceptSpace, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Tensor, Yv: torch.Tensor,
                capacity: int,
-               lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float, init_mean: float, start: int,
+               lr: float, steps: int, batch_size: int | None, eval_every: int, seed: int, init: float,
+               init_mean: float, start: int,
                finish: int, monitor: Callable | None) -> tuple[nn.Module, float, int, int, list[dict]]:
     """One start of a torch family: random (`start` >= 0, seed `seed + start`, Adam for `steps`) or the moment start
     (`start` -1), then up to `finish` L-BFGS iterations in double precision. The model, its validation loss, the Adam
@@ -439,7 +445,8 @@ def held_out_reference(table: SceneTable, rows: np.ndarray, probes: Probes) -> d
     return dict(ceiling_concept_acc=acc["concept"], ceiling_object_acc=acc["object"],
                 bag_of_concepts_acc=bag_of_concepts_accuracy(table.space, torch.as_tensor(table.values[rows])),
                 **{f"ceiling_{k}": x for k, x in _in_batch(acc).items()},
-                **({"bag_of_concepts_acc_in_batch": acc["bag_of_concepts_acc_in_batch"]} if "bag_of_concepts_acc_in_batch" in acc else {}))
+                **({"bag_of_concepts_acc_in_batch": acc["bag_of_concepts_acc_in_batch"]}
+                   if "bag_of_concepts_acc_in_batch" in acc else {}))
 
 # %% ../nbs/04a_approximators.ipynb #c0a7e1d2
 def form_encoder(space: ConceptSpace, n_slots: int, form: Form | str, rank: int = 32, dim: int = 128,

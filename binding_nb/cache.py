@@ -199,7 +199,8 @@ def embed(encoder,                           # an Encoder, a name for `load_enco
                              f"cache_dir")
         arr, why = read_cache(path, key, len(items), enc.dim) if path.is_file() else (None, "")
         if arr is not None: return arr
-        lost = (f"its damaged entry {path.name} ({why}) cannot be recomputed into it, and is left as it is" if path.is_file()
+        lost = (f"its damaged entry {path.name} ({why}) cannot be recomputed into it, and is left as it is"
+                if path.is_file()
                 else f"the embeddings of {enc.name} for these {len(items)} {modality} items are not in it and cannot "
                      f"be computed into it")
         # before any work

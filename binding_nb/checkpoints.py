@@ -16,7 +16,8 @@ from tqdm import tqdm
 from .loop import fit, keep_test_best, TrainState
 from .models import batch_loss, DualEncoder
 from .results import CONVERT_ADVICE
-from .train import check_config, concept_weight_at, evaluate, new_model, paper_test, result_row, RunConfig, setup_run
+from .train import (check_config, concept_weight_at, evaluate, new_model, paper_test, result_row, RunConfig,
+                              setup_run)
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
 
 # %% auto #0
@@ -65,17 +66,24 @@ def read_checkpoint(path: str | Path) -> dict:
     return ck
 
 # %% ../nbs/B5_checkpoints.ipynb #75ed16a7
-# The settings a run may resume under changed values of (the new values hold from then on): none changes what is trained.
-#   device, amp, compile, layout: where, and in what float arithmetic, the same steps run (bf16 autocast, compiled kernels,
-#     attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly, where the arithmetic is the same).
-#     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU checkpoint on CUDA.)
-#   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the random stream.
-#   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and the
+# The settings a run may resume under changed values of (the new values hold from then on): none changes what is
+# trained.
+#   device, amp, compile, layout: where, and in what float arithmetic, the same steps run (bf16 autocast, compiled
+#   kernels,
+#     attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly, where
+#     the arithmetic is the same).
+#     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU
+#     checkpoint on CUDA.)
+#   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the
+#   random stream.
+#   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over,
+#   and the
 #     authors' test draws samples of this size at each validation into a record (and test-best weights) that
 #     selects nothing
 #     of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
-# eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside model_key, as
+# eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside
+# model_key, as
 # what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
 HOW_TO_RUN = ("device", "amp", "compile", "layout", "log_every", "ckpt_every", "n_test_scenes")
 
@@ -106,7 +114,9 @@ def _load_state(path: str | Path | None, model: torch.nn.Module, weights: dict,
         model.load_state_dict(weights)
         if opt is not None: opt.load_state_dict(state)
     except (RuntimeError, ValueError, KeyError) as e:
-        lines = [l.strip() for l in str(e).splitlines() if l.strip() and not l.startswith("Error(s) in loading")] or [type(e).__name__]
+        lines = [l.strip()
+                 for l in str(e).splitlines() if l.strip()
+                 and not l.startswith("Error(s) in loading")] or [type(e).__name__]
         why = lines[0][:300] + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "")
         raise ValueError(f"{path or 'the checkpoint'} holds weights that do not fit the model its own config describes "
                          f"({why}): "

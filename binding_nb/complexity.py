@@ -20,7 +20,8 @@ from .datasets import all_pairs
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .scenes import ConceptSpace
 from .results import ResultsTable
-from .sweeps import best_on_test, Cell, fit_cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation, setting_labels
+from .sweeps import (best_on_test, Cell, fit_cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep,
+                               select_on_validation, setting_labels)
 from .toys import toy_embeddings
 from .utils import fingerprint, resolve_device, save_figure, whole_number
 
@@ -78,7 +79,8 @@ COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
     columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc",
              "val_object_acc",
-             "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
+             "val_r2", "concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc",
+             "bag_of_concepts_acc",
              "n_train", "n_val", "n_test", "best_step", "seconds", "cell", "status", "data",
              "init", "init_mean", "form", "train_r2", "fit_objects", "regime"),
     # a cell key fixes the other five; all six must head the file
@@ -132,7 +134,8 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
                                         f"its own run name")
     best = select_on_validation(results)
     if best.empty:                                      # nothing finished: an empty summary, and why
-        statuses = ", ".join(f"{n} {s}" for s, n in results.status.value_counts().items()) if len(results) else "no rows"
+        statuses = ", ".join(f"{n} {s}"
+                             for s, n in results.status.value_counts().items()) if len(results) else "no rows"
         warnings.warn(f"no finished cell to summarise (status 'ok'): {statuses}; the summary is empty", stacklevel=2)
         return pd.DataFrame(columns=["run", "family", "coverage", *SUMMARY_METRICS, "n_seeds", "chosen", *TEST_MAX])
     g = best.assign(chosen=setting_labels(best)).groupby(["run", "family", "coverage"], sort=False)
@@ -210,12 +213,14 @@ def known_failures(known: pd.DataFrame) -> list[str]:
     bad += [f"{r.encoder}: the additive probe recognises {r.object_acc:.3f} against the code's "
             f"{r.ceiling_object_acc:.3f}"
             for r in shared[shared.family == "additive"].itertuples() if not r.object_acc < r.ceiling_object_acc - 0.3]
-    return bad + [f"table: {r.family} rank {r.capacity:.0f} predicts it (R^2 {r.r2:.3f})" for r in table.itertuples() if not r.r2 < 0.05]
+    return bad + [f"table: {r.family} rank {r.capacity:.0f} predicts it (R^2 {r.r2:.3f})"
+                  for r in table.itertuples() if not r.r2 < 0.05]
 
 # %% ../nbs/04_complexity.ipynb #34371f79
 def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an encoder and its weights
                    cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
-                   cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto", dataset_options: dict | None = None,
+                   cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto",
+                   dataset_options: dict | None = None,
                    progress: bool = True, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is
     'not run'. Status and results."""

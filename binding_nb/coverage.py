@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from .loop import TrainingDiverged
 from .checkpoints import check_checkpoint_path, run_checkpoint, train_run
-from .train import check_config, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, RunConfig, SPLIT_METRICS
+from .train import (check_config, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS,
+                              RunConfig, SPLIT_METRICS)
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 
@@ -213,7 +214,9 @@ def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, n
             if df[f"{col}_ci95"].notna().any():
                 ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color,
                                 alpha=0.2 * alpha)
-        ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several or labels else ""), xlabel="coverage (fraction of objects in training)", ylim=(-0.03, 1.03))
+        ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several
+                                                          or labels else ""), xlabel="coverage (fraction of objects in "
+                                                                                     "training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")
     axes[0, -1].legend(fontsize=8, loc="best")

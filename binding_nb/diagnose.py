@@ -34,7 +34,8 @@ from .encoders import _builtin_hf, _encoder_name, check_weights, load_encoder
 from .geometry import geometry_report, scene_table
 from .reports import Stage, leaderboard, markdown_table, read_json, write_leaderboard, write_report
 from .runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_reason, first_sentence
-from .scenes import bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask, present_value_mask
+from .scenes import (bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask,
+                               present_value_mask)
 from .sweeps import Cell, grid
 from .utils import atomic_file, content_digest, fingerprint, resolve_device, save_figure, writable_folder
 from .weights import WeightsUnavailableError
@@ -126,7 +127,8 @@ class Diagnosis:
 
 def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] | None = None,
               text_encoder: str | None = None,
-              text_pretrained: str | None = None, budget_name: str = "default", n_pairs: int | None = None) -> Diagnosis:
+              text_pretrained: str | None = None, budget_name: str = "default",
+              n_pairs: int | None = None) -> Diagnosis:
     "Check one encoder's arguments and name what will be measured; a clear error before any model loads."
     for w, what in ((pretrained, "--pretrained"), (text_pretrained, "--text-pretrained")):
         if w is not None and (not isinstance(w, str) or not w.strip()):
@@ -151,7 +153,8 @@ def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] 
         if dataset_modality(d) not in towers:
             raise ValueError(f"dataset {d} needs a{'n image' if dataset_modality(d) == 'image' else ' text'} encoder, "
                              f"and {encoder} is a {next(iter(towers))} "
-                             "encoder: drop it from --datasets" + (", or pass --text-encoder" if dataset_modality(d) == "text" else ""))
+                             "encoder: drop it from --datasets" + (", or pass --text-encoder"
+                                                                   if dataset_modality(d) == "text" else ""))
     if len(set(datasets)) < len(datasets): raise ValueError(f"a dataset is named twice in --datasets {datasets}")
     for enc, w in towers.values(): check_weights(enc, {"random": None, "default": True}.get(w, w))
     diag = Diagnosis(towers, tuple(datasets), budget(budget_name), n_pairs)
@@ -220,7 +223,8 @@ def complexity_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict
                "held-out object recognition, middle coverage": float(middle.object_acc.max()),
                "held-out concept recognition, middle coverage": float(middle.concept_acc.max()),
                "own object probe (ceiling), middle coverage": float(middle.ceiling_object_acc.mean()),
-               "best held-out object recognition": float(summary.object_acc.max()), "bag of concepts": float(summary.bag_of_concepts_acc.mean())}
+               "best held-out object recognition": float(summary.object_acc.max()),
+               "bag of concepts": float(summary.bag_of_concepts_acc.mean())}
     return numbers, {"complexity_summary": summary}            # every fit is in out/complexity_results.csv (04's table)
 
 # %% ../nbs/08_diagnose.ipynb #53fc1a07
@@ -261,7 +265,8 @@ def stage_key(diag: Diagnosis, stage: Stage) -> str:
     """What a stage's results depend on: its kind and dataset, the tower's name and weights (their digest), the sample
     and the budget."""
     run = diag.run(stage.dataset)
-    towers = [diag.towers[dataset_modality(stage.dataset)]] + ([diag.towers["text"]] if stage.kind == "crossmodal" else [])
+    towers = [diag.towers[dataset_modality(stage.dataset)]] + ([diag.towers["text"]] if stage.kind == "crossmodal"
+                                                               else [])
     b = diag.budget if stage.kind == "complexity" else None
     return fingerprint(STAGE_FORMAT, stage.kind, run.dataset, run.n_pairs,
                        [(n, w, weights_digest(w)) for n, w in towers], repr(b), __version__)
@@ -339,12 +344,14 @@ def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: s
         bar.set_postfix_str(s.name)
         run_stage(ws, s, folder / s.name)
     before = read_json(folder / "summary.json").get("towers", {})
-    identity = lambda m, w: ("random-init, seed 0" if w == "random" else weights_digest(w) if Path(w).expanduser().exists()
+    identity = lambda m, w: ("random-init, seed 0" if w == "random" else weights_digest(w)
+                             if Path(w).expanduser().exists()
                              else ws.loaded_weights(m) or before.get(m, {}).get("digest", "published (not loaded in "
                                                                                           "this run)"))
     info = dict(encoder=diag.name,
                 towers={m: dict(encoder=n, weights=w, digest=identity(m, w)) for m, (n, w) in diag.towers.items()},
-                datasets=list(diag.datasets), budget=diag.budget.name, n_pairs=diag.n_pairs, command=command, version=__version__,
+                datasets=list(diag.datasets), budget=diag.budget.name, n_pairs=diag.n_pairs, command=command,
+                version=__version__,
                 torch=torch.__version__, machine=f"{platform.system()} {platform.machine()}, {torch.get_num_threads()} "
                                                  f"threads",
                 device=str(resolve_device(device)), started=started, finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -389,7 +396,8 @@ def adopt_old_folder(folder: Path, d: Diagnosis) -> Path:
 
 def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "default",
              datasets: Sequence[str] | None = None, text_encoder: str | None = None,
-             text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None, cache_dir="default", device="auto",
+             text_pretrained: str | None = None, budget: str = "default", n_pairs: int | None = None,
+             cache_dir="default", device="auto",
              pug_root=None, command: str | None = None, progress: bool = True) -> pd.DataFrame:
     """Diagnose each of `encoders` into `out/<encoder>_<hash>/` (report.md, report.html, tables, summary.json), then
     `out/leaderboard.*`; the leaderboard, its `attrs['failed']` naming every stage that failed."""

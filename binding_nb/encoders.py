@@ -106,8 +106,7 @@ class Encoder:
     identify: Callable[[], str] | None = field(default=None, repr=False)
 
     def identity(self) -> dict:
-        """What the cache key is made of, apart from the data; `identify`, if set, completes `weights` (a ValueError
-        when it cannot)."""
+        "The cache key besides the data; `identify`, if set, completes `weights` (a ValueError when it cannot)."
         weights = self.weights if self.identify is None else f"{self.weights}:{self.identify()}"
         return dict(name=self.name, weights=weights, modality=self.modality, preprocess=self.preprocess)
 
@@ -452,7 +451,8 @@ def load_st(ident: str, pretrained: str | bool | None = True, modality: str | No
     model = model.eval()
     tokenize = getattr(model, "preprocess", None) or model.tokenize
     def forward(features):
-        return model({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()})["sentence_embedding"]
+        return model({k: v.to(device) if isinstance(v, torch.Tensor) else v
+                      for k, v in features.items()})["sentence_embedding"]
     dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return Encoder(name, "text", weights, f"st-tokenizer-max{model.max_seq_length}", int(dim()),
                    prepare=lambda texts: tokenize(list(texts)), forward=forward, device=device, model=model)

@@ -91,9 +91,11 @@ def _class_identity(cls: type, depth: int, seen: frozenset) -> str:
     code = (types.FunctionType, staticmethod, classmethod, property)
     # instance attributes: the instance's state, not the class's
     slot = (types.MemberDescriptorType, types.GetSetDescriptorType)
-    wanted = lambda k, v: isinstance(v, code) or not (isinstance(v, slot) or k == "_abc_impl" or (k.startswith("__") and k.endswith("__")))
+    wanted = lambda k, v: isinstance(v, code) or not (isinstance(v, slot) or k == "_abc_impl"
+                                                      or (k.startswith("__") and k.endswith("__")))
     return fingerprint(["class", name, [_identity(b, depth, seen) for b in cls.__bases__],
-                        [(k, _identity(v, depth, seen)) for k, v in sorted(vars(cls).items()) if wanted(k, v)]], length=None)
+                        [(k, _identity(v, depth, seen))
+                         for k, v in sorted(vars(cls).items()) if wanted(k, v)]], length=None)
 
 def _identity(v, depth: int, seen: frozenset) -> str:
     """A string that changes whenever what `v` holds or computes would; `UnknowableCallable` when that cannot be read

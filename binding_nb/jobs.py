@@ -153,7 +153,8 @@ def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = Tr
     rows = []
     for cfg, rec, fly, lock in zip(cfgs, recs, flying, held):
         mine = table[COVERAGE_RESULTS.same(table, run_identity(cfg))] if len(table) else table
-        state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly or lock
+        state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly
+                 or lock
                  else "failed" if rec is not None else "not submitted")
         reason = _failure(rec) if state == "failed" else _held_by(rec, _lock_path(out, cfg)) if state == "in flight" and lock else ""
         rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "",

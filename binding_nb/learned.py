@@ -17,31 +17,30 @@ import torch
 
 from .approximators import ONE_ADAM_START, family, held_out_reference, score_approximator
 from .cache import check_cache_dir, read_cache, write_cache
-from .checkpoints import CHECKPOINT_WEIGHTS, load_model, read_checkpoint, run_checkpoint
-from .coverage import COVERAGE_RESULTS, run_identity, run_one
+from .checkpoints import load_model, read_checkpoint
 from .geometry import SceneTable, fit_probes, probe_split, r2_score
-from .inputs import input_kind
 from .models import DualEncoder
 from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
-from .sweeps import Cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep, select_on_validation
+from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
-from .train import IN_BATCH_METRICS, RunConfig, check_config, embed_all_queries
-from .utils import (file_signature, fingerprint, in_processes, is_set_aside, make_generator, number_in, resolve_device, save_figure, verified_digest,
-                              whole_number, writable_folder)
+from .train import IN_BATCH_METRICS, RunConfig, embed_all_queries
+from .utils import (file_signature, fingerprint, in_processes, make_generator, save_figure, verified_digest,
+                              whole_number)
+
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAPER_OBJECTS', 'PAPER_STEPS', 'PAPER_VAL_FRACTION',
-           'KNOWN_KINDS', 'MODEL_COLUMNS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of',
-           'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'paper_object_sample',
+           'KNOWN_KINDS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split',
+           'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'paper_object_sample',
            'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers',
-           'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study',
            'plot_complexity_learned', 'plot_forms']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
 class QueryProbes:
-    "A dual encoder's query side as probes: a scene embedding scores every concept value and every object (or those `scored`) by the dot product with their query embeddings."
+    """A dual encoder's query side as probes: a scene embedding scores every concept value and every object (or those
+    `scored`) by the dot product with their query embeddings."""
     space: ConceptSpace
     values: torch.Tensor      # [sum V_k, d] query embeddings of every concept value
     objects: torch.Tensor     # [|O|, d] query embeddings of every object
@@ -56,14 +55,16 @@ class QueryProbes:
     def accuracy(self, x, values: np.ndarray, chunk: int = 8192, baseline: bool = True) -> dict[str, float]:
         """Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes
         `values[n, m, C]`, and the same scenes scored in-batch (App. B.6), with its baseline unless `baseline` is False."""
-        if len(values) == 0: return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
+        if len(values) == 0:
+            return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
         dev, concept, obj = self.values.device, [], []
         for a in range(0, len(values), chunk):
             s = torch.as_tensor(np.ascontiguousarray(x[a:a + chunk]), dtype=torch.float32, device=dev)
             v = torch.as_tensor(np.asarray(values[a:a + chunk]), device=dev)
             concept.append(concept_recognition(s @ self.values.T, v, self.space))       # as B4's `recognition` scores
             obj.append(object_recognition(self.object_scores(s), v, self.space))
-        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()), **self.in_batch(x, values, baseline=baseline))
+        return dict(concept=float(torch.cat(concept).float().mean()), object=float(torch.cat(obj).float().mean()),
+                    **self.in_batch(x, values, baseline=baseline))
 
     def in_batch(self, x, values: np.ndarray, seed: int = 0, baseline: bool = True) -> dict[str, float]:
         """The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a permutation
@@ -71,14 +72,17 @@ class QueryProbes:
         dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
         s = torch.as_tensor(np.ascontiguousarray(np.asarray(x, np.float32)[order]), device=dev)
         v = torch.as_tensor(np.asarray(values)[order], device=dev)
-        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev), baseline=baseline)
+        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev),
+                                    baseline=baseline)
 
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
 MAX_SCENES = 1_000_000   # ordered two-object scenes enumerated at most; more need a sample
 
-def binding_scenes(space: ConceptSpace, n_scenes: int | None = None, seed: int = 0, objects: np.ndarray | None = None) -> np.ndarray:
-    "Every ordered two-object scene `[N^2, 2, C]` of the N `objects` (all of the space's when None), a = b included (in object-id order), or a seeded sample of `n_scenes` of them."
+def binding_scenes(space: ConceptSpace, n_scenes: int | None = None, seed: int = 0,
+                   objects: np.ndarray | None = None) -> np.ndarray:
+    """Every ordered two-object scene `[N^2, 2, C]` of the N `objects` (all of the space's when None), a = b included
+    (in object-id order), or a seeded sample of `n_scenes` of them."""
     ids = np.arange(space.n_objects) if objects is None else np.unique(np.asarray(space.check_ids(np.asarray(objects))))
     total = len(ids) ** 2
     if n_scenes is None and total > MAX_SCENES:
@@ -92,7 +96,8 @@ def binding_scenes(space: ConceptSpace, n_scenes: int | None = None, seed: int =
 # %% ../nbs/06_learned_binding.ipynb #502653ac
 @dataclass(eq=False)
 class LearnedBinding:
-    "A dual encoder's binding function as data: scene embeddings over a set of scenes, the query side as probes, and the model's object split."
+    """A dual encoder's binding function as data: scene embeddings over a set of scenes, the query side as probes, and
+    the model's object split."""
     name: str
     table: SceneTable          # the scenes and the scene tower's embeddings (unnormalised)
     probes: QueryProbes        # the query tower's embeddings of every value and every object
@@ -100,24 +105,31 @@ class LearnedBinding:
     model_heldout: np.ndarray  # object ids it never saw (none, for an untrained encoder)
     key: str                   # what the scene embeddings were computed from (their cache key)
 
-def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarray], np.ndarray], values, objects, key: str,
+def binding_of(name: str, space: ConceptSpace, embed_scenes: Callable[[np.ndarray], np.ndarray], values, objects,
+               key: str,
                model_fit=None, model_heldout=None, n_scenes: int | None = None, seed: int = 0, cache_dir=None,
                among: np.ndarray | None = None) -> LearnedBinding:
-    "The binding function of any dual encoder: `embed_scenes(scenes[n, 2, C]) -> [n, d]` on the ordered two-object scenes (or a sample), cached under `key`; `values`, `objects`: its query embeddings; `among`: object ids to read it on (their pairs only, each scored among them only; None: all)."
+    """The binding function of any dual encoder: `embed_scenes(scenes[n, 2, C]) -> [n, d]` on the ordered two-object
+    scenes (or a sample), cached under `key`; `values`, `objects`: its query embeddings; `among`: object ids to read it
+    on (their pairs only, each scored among them only; None: all)."""
     scenes = binding_scenes(space, n_scenes, seed, among)
-    key = fingerprint("binding function v1", key, space.values_per_concept, len(scenes), seed, *(() if among is None else (np.unique(among),)))
+    key = fingerprint("binding function v1", key, space.values_per_concept, len(scenes), seed,
+                      *(() if among is None else (np.unique(among),)))
     path = None if cache_dir is None else check_cache_dir(cache_dir) / f"binding_{key}.npz"
     emb = read_cache(path, key, len(scenes))[0] if path is not None and path.is_file() else None
     if emb is None:
-        if path is not None: check_cache_dir(cache_dir, write=True)     # a read-only cache serves hits; a miss needs to write, so say so first
+        # a read-only cache serves hits; a miss needs to write, so say so first
+        if path is not None: check_cache_dir(cache_dir, write=True)
         emb = np.asarray(embed_scenes(scenes), np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(scenes):
-            raise ValueError(f"{name}: embed_scenes returned shape {emb.shape} for {len(scenes)} scenes; it must return one row per scene, [n, d]")
+            raise ValueError(f"{name}: embed_scenes returned shape {emb.shape} for {len(scenes)} scenes; it must "
+                             f"return one row per scene, [n, d]")
         if path is not None: write_cache(path, emb, key, dict(name=name, n_scenes=len(scenes), seed=seed))
     want = {"values": (space.n_values, emb.shape[1]), "objects": (space.n_objects, emb.shape[1])}
     got = {"values": tuple(np.shape(values)), "objects": tuple(np.shape(objects))}
-    if got != want: raise ValueError(f"{name}: the query embeddings must be one row per concept value and one per object, as wide as the "
-                                     f"scene embeddings ({emb.shape[1]}): need {want}, got {got}")
+    if got != want:
+        raise ValueError(f"{name}: the query embeddings must be one row per concept value and one per object, as wide "
+                         f"as the scene embeddings ({emb.shape[1]}): need {want}, got {got}")
     table = SceneTable(space, emb, scenes, np.zeros((0, emb.shape[1]), np.float32), np.zeros(0, np.int64), name)
     t = lambda x: torch.as_tensor(np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x), dtype=torch.float32)
     fit = np.arange(space.n_objects) if model_fit is None else np.sort(np.asarray(model_fit))
@@ -132,7 +144,8 @@ def model_split(cfg: RunConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(split.fit), np.sort(split.heldout)
 
 def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> Callable[[np.ndarray], np.ndarray]:
-    "The scene tower as a function of two-object scenes: embeddings before normalisation, in chunks on the model's device."
+    """The scene tower as a function of two-object scenes: embeddings before normalisation, in chunks on the model's
+    device."""
     dev = model.logit_scale.device
     @torch.inference_mode()
     def embed_scenes(scenes: np.ndarray) -> np.ndarray:
@@ -140,77 +153,110 @@ def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> 
         return np.concatenate([model.scene_encoder(p)[0].float().cpu().numpy() for p in parts])
     return embed_scenes
 
-def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, name: str | None = None, n_scenes: int | None = None,
-                    seed: int = 0, cache_dir=None, device="auto", weights: str = "selected", among: np.ndarray | None = None) -> LearnedBinding:
-    "The binding function of a trained dual encoder: a checkpoint of §5.2 (`load_model`, its `weights`), or a `DualEncoder` with its `RunConfig`; `among`: `binding_of`'s."
+def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, name: str | None = None,
+                    n_scenes: int | None = None,
+                    seed: int = 0, cache_dir=None, device="auto", weights: str = "selected",
+                    among: np.ndarray | None = None) -> LearnedBinding:
+    """The binding function of a trained dual encoder: a checkpoint of §5.2 (`load_model`, its `weights`), or a
+    `DualEncoder` with its `RunConfig`; `among`: `binding_of`'s."""
     source = Path(model) if isinstance(model, (str, Path)) else None
-    if source is None and weights != "selected": raise ValueError(f"weights={weights!r} picks weights of a checkpoint: pass the checkpoint's path")
+    if source is None and weights != "selected":
+        raise ValueError(f"weights={weights!r} picks weights of a checkpoint: pass the checkpoint's path")
     if source is not None: model, cfg = load_model(source, device, weights)
     if not isinstance(model, DualEncoder) or not isinstance(cfg, RunConfig):
-        raise TypeError(f"expected a checkpoint of a dual encoder, or a DualEncoder with its RunConfig; got {type(model).__name__}"
-                        f" and {type(cfg).__name__}")
-    if cfg.max_objects < 2: raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes")
-    digest = ((verified_digest(source, "checkpoint") or file_signature(source)) if source     # its contents, wherever it lies
+        raise TypeError(f"expected a checkpoint of a dual encoder, or a DualEncoder with its RunConfig; got "
+                        f"{type(model).__name__} and {type(cfg).__name__}")
+    if cfg.max_objects < 2:
+        raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes")
+    # its contents, wherever it lies
+    digest = ((verified_digest(source, "checkpoint") or file_signature(source)) if source
                else fingerprint(*[p.detach().cpu().numpy() for p in model.state_dict().values()]))
     values, objects = embed_all_queries(model.eval(), cfg.space)
     fit, heldout = model_split(cfg)
     return binding_of(name or cfg.run_name(), cfg.space, _scene_tower(model, cfg.space), values, objects,
-                      fingerprint(cfg.run_name(), digest, *(() if weights == "selected" else (weights,))), fit, heldout, n_scenes, seed, cache_dir, among)
+                      fingerprint(cfg.run_name(), digest, *(() if weights == "selected" else (weights,))), fit,
+                      heldout, n_scenes, seed, cache_dir, among)
 
 # %% ../nbs/06_learned_binding.ipynb #53aee916
 HELD_OUT_SETS = {"approx_only": "objects the model trained on", "model_too": "objects the model never saw"}
-_PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc", "n_test")
-_IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch",
-             "bag_of_concepts_acc_in_batch")                  # the same scenes scored as the authors score them (App. B.6)
+_PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc",
+            "n_test")
+_IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch",
+             "ceiling_object_acc_in_batch",
+             # the same scenes scored as the authors score them (App. B.6)
+             "bag_of_concepts_acc_in_batch")
 _OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected",
              "object_acc_test_selected",   # these two: best over the steps, on the test scenes (the paper's selection)
-             "r2_test_selected", "train_r2_last", "object_acc_last", "object_acc_in_batch_last", "r2_last")   # the last weights', beside the kept weights' (`last_over_steps`)
+             # the last weights', beside the kept weights' (`last_over_steps`)
+             "r2_test_selected", "train_r2_last", "object_acc_last", "object_acc_in_batch_last", "r2_last")
 
 LEARNED_RESULTS = ResultsTable(
     file="learned_results.csv",
-    columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc", "val_object_acc", "val_r2",
-             *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step", "seconds", "cell", "status",
+    columns=("run", "family", "capacity", "lr", "coverage", "seed", "steps", "val_score", "val_concept_acc",
+             "val_object_acc", "val_r2",
+             *_PER_SET, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _PER_SET], "n_train", "n_val", "best_step",
+             "seconds", "cell", "status",
              "data", "init", "init_mean", "form", "train_r2", "fit_objects", "regime", *_OPTIONAL),
     keys=("run", "family", "capacity", "coverage", "seed", "cell"),
     text=("run", "family", "cell", "status", "data", "form", "regime"),
     counts=("capacity", "seed", "n_train", "n_val", "n_test", *[f"{s}_n_test" for s in HELD_OUT_SETS]),
     checks=fit_row_checks, optional=_OPTIONAL,
     advice="the results table is the file learned_results.csv inside an output_dir (pass that file here)")
-PER_SETTING = ("run", "family", "capacity", "coverage", "seed")   # one fit setting: what selection on validation groups by
+# one fit setting: what selection on validation groups by
+PER_SETTING = ("run", "family", "capacity", "coverage", "seed")
 
 # %% ../nbs/06_learned_binding.ipynb #046e3f01
 def approximator_seed(seed: int) -> int:
-    "The seed of an approximator's object split: a hash of `seed`, so that it is drawn apart from a model's split with the same seed."
+    """The seed of an approximator's object split: a hash of `seed`, so that it is drawn apart from a model's split with
+    the same seed."""
     return int(fingerprint("approximator split", seed, length=8), 16)
 
 def held_out_sets(lb: LearnedBinding, rows: np.ndarray) -> dict[str, np.ndarray]:
-    "The scenes `rows` whose two objects the model trained on (`approx_only`), and whose two objects it never saw (`model_too`)."
+    """The scenes `rows` whose two objects the model trained on (`approx_only`), and whose two objects it never saw
+    (`model_too`)."""
     ids = lb.table.ids[rows]
-    return {"approx_only": rows[np.isin(ids, lb.model_fit).all(1)], "model_too": rows[np.isin(ids, lb.model_heldout).all(1)]}
+    return {"approx_only": rows[np.isin(ids, lb.model_fit).all(1)],
+            "model_too": rows[np.isin(ids, lb.model_heldout).all(1)]}
 
 def _measures(app, lb: LearnedBinding, rows: np.ndarray) -> dict:
-    "An approximator's measures on the scenes `rows`, beside the model's own recognition of them (`ceiling_`) and the baseline."
+    """An approximator's measures on the scenes `rows`, beside the model's own recognition of them (`ceiling_`) and the
+    baseline."""
     nan = float("nan")
-    if len(rows) == 0: return dict(concept_acc=nan, object_acc=nan, r2=nan, ceiling_concept_acc=nan, ceiling_object_acc=nan,
-                                   bag_of_concepts_acc=nan, n_test=0, **dict.fromkeys(_IN_BATCH, nan))
-    got = score_approximator(app, lb.table, rows, lb.probes) if app is not None else dict(concept_acc=nan, object_acc=nan, r2=nan,
-                                                                                           concept_acc_in_batch=nan, object_acc_in_batch=nan)
+    if len(rows) == 0:
+        return dict(concept_acc=nan, object_acc=nan, r2=nan, ceiling_concept_acc=nan, ceiling_object_acc=nan,
+                    bag_of_concepts_acc=nan, n_test=0, **dict.fromkeys(_IN_BATCH, nan))
+    got = score_approximator(app, lb.table, rows, lb.probes) if app is not None else dict(concept_acc=nan,
+                                                                                          object_acc=nan, r2=nan,
+                                                                                           concept_acc_in_batch=nan,
+                                                                                          object_acc_in_batch=nan)
     return {**got, **held_out_reference(lb.table, rows, lb.probes), "n_test": len(rows)}
 
 # %% ../nbs/06_learned_binding.ipynb #9956c08f
-def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[float] = (0.5,), seeds: Sequence[int] = (0,),
-                output_dir=None, steps: int = 2000, batch_size: int | None = None, eval_every: int = 100, val_fraction: float = 0.1,
+def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[float] = (0.5,),
+                seeds: Sequence[int] = (0,),
+                output_dir=None, steps: int = 2000, batch_size: int | None = None, eval_every: int = 100,
+                val_fraction: float = 0.1,
                 device="auto", progress: bool = True) -> pd.DataFrame:
-    "Fit every setting to a binding function on scenes of a `fraction` of the objects and measure it on scenes of the others through the model's queries; the fits not yet in `output_dir/learned_results.csv` are run, then this binding function's rows returned."
-    plan = plan_sweep(lb.table, lb.name, cells, fractions, seeds, LEARNED_RESULTS, output_dir, steps, batch_size, eval_every, val_fraction,
+    """Fit every setting to a binding function on scenes of a `fraction` of the objects and measure it on scenes of the
+    others through the model's queries; the fits not yet in `output_dir/learned_results.csv` are run, then this binding
+    function's rows returned."""
+    plan = plan_sweep(lb.table, lb.name, cells, fractions, seeds, LEARNED_RESULTS, output_dir, steps, batch_size,
+                      eval_every, val_fraction,
                       split_seed=approximator_seed, coverage_name="fraction")
-    key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, plan.steps, batch_size, plan.eval_every, val_fraction, length=12)   # settings and data, never fitted numbers
-    per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items() for k, x in _measures(app, lb, part).items()}
-    def watch(predict, rows) -> dict:        # the held-out numbers at each validation: the paper's selection reads their best
+    # settings and data, never fitted numbers
+    key = lambda f, s, c: fingerprint(lb.key, *c.key(), f, s, plan.steps, batch_size, plan.eval_every, val_fraction,
+                                      length=12)
+    per_set = lambda app, rows: {f"{name}_{k}": x for name, part in held_out_sets(lb, rows).items()
+                                 for k, x in _measures(app, lb, part).items()}
+    # the held-out numbers at each validation: the paper's selection reads their best
+    def watch(predict, rows) -> dict:
         pred = predict(lb.table.values[rows])
-        got = lb.probes.accuracy(pred, lb.table.values[rows], baseline=False)     # the baseline is the scenes', not the fit's
-        return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"], "r2": r2_score(lb.table.emb[rows], pred)}
-    return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set, desc=f"approximators: {lb.name}", watch=watch)
+        # the baseline is the scenes', not the fit's
+        got = lb.probes.accuracy(pred, lb.table.values[rows], baseline=False)
+        return {"object_acc": got["object"], "object_acc_in_batch": got["object_acc_in_batch"],
+                "r2": r2_score(lb.table.emb[rows], pred)}
+    return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set,
+                     desc=f"approximators: {lb.name}", watch=watch)
 
 # %% ../nbs/06_learned_binding.ipynb #6a9e0002
 PAPER_OBJECTS = 400         # the authors read a binding function on every ordered pair of at most this many objects ...
@@ -218,33 +264,43 @@ PAPER_STEPS = 4000          # ... and fit each form probe for this many full-bat
 PAPER_VAL_FRACTION = 0.01   # their fits read no validation: the least that a split can keep back
 
 def paper_object_sample(space: ConceptSpace, n_objects: int = PAPER_OBJECTS, seed: int = 0) -> np.ndarray:
-    "The objects the authors' protocol reads a binding function on: a seeded `n_objects` of the space's (all of them when it has no more), sorted."
+    """The objects the authors' protocol reads a binding function on: a seeded `n_objects` of the space's (all of them
+    when it has no more), sorted."""
     n = whole_number(n_objects, "paper_objects (the objects the authors' protocol reads)", low=4)
     if n >= space.n_objects: return np.arange(space.n_objects)
     return np.sort(np.random.default_rng(approximator_seed(seed)).choice(space.n_objects, n, replace=False))
 
-def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cache_dir=None, device="auto") -> LearnedBinding:
-    "A trained model's binding function as the authors read it: its test-best weights, on every ordered pair of `paper_object_sample`, each scene scored among those objects."
+def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cache_dir=None,
+                  device="auto") -> LearnedBinding:
+    """A trained model's binding function as the authors read it: its test-best weights, on every ordered pair of
+    `paper_object_sample`, each scene scored among those objects."""
     cfg = RunConfig(**read_checkpoint(checkpoint)["config"])
-    return learned_binding(checkpoint, name=f"{cfg.run_name()} (the authors' protocol)", cache_dir=cache_dir, device=device,
+    return learned_binding(checkpoint, name=f"{cfg.run_name()} (the authors' protocol)", cache_dir=cache_dir,
+                           device=device,
                            weights="test_best", among=paper_object_sample(cfg.space, n_objects, seed))
 
 def paper_cells(forms: Sequence[str], lr: float, width: int) -> list[Cell]:
-    "The authors' setting of each form probe of `forms`: tables as wide as the embedding (`width`), one N(0, 1) start, at `lr`."
+    """The authors' setting of each form probe of `forms`: tables as wide as the embedding (`width`), one N(0, 1) start,
+    at `lr`."""
     forms = list(forms)
     if not forms:
         raise ValueError("paper_forms is empty: the authors' protocol fits a form probe, e.g. ['global_product']")
-    if bad := [f for f in forms if family(f).form is None]: raise ValueError(f"the authors' protocol fits form probes; {bad} are none")
-    return [Cell(f, width, lr, **ONE_ADAM_START) for f in forms]        # N(0, 1) (Cell's default), one Adam start, no finish
+    if bad := [f for f in forms if family(f).form is None]:
+        raise ValueError(f"the authors' protocol fits form probes; {bad} are none")
+    # N(0, 1) (Cell's default), one Adam start, no finish
+    return [Cell(f, width, lr, **ONE_ADAM_START) for f in forms]
 
 
 # %% ../nbs/06_learned_binding.ipynb #38c1f7e6
 def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> dict[str, float]:
-    "Concept and object recognition of held-out scenes by linear probes fitted on 40% of the scenes (§4) and by the model's query encoder."
+    """Concept and object recognition of held-out scenes by linear probes fitted on 40% of the scenes (§4) and by the
+    model's query encoder."""
     probes = fit_probes(lb.table, *probe_split(lb.table.n, 0.4, seed, lb.table.keys(ordered=True)), device=device)
     rows = probes.test
-    linear, query = probes.accuracy(lb.table.emb[rows], lb.table.values[rows]), lb.probes.accuracy(lb.table.emb[rows], lb.table.values[rows])
-    return dict(linear_concept_acc=linear["concept"], linear_object_acc=linear["object"], query_concept_acc=query["concept"],
+    linear, query = probes.accuracy(lb.table.emb[rows], lb.table.values[rows]), lb.probes.accuracy(lb.table.emb[rows],
+                                                                                                   lb.table.values[rows])
+    return dict(linear_concept_acc=linear["concept"], linear_object_acc=linear["object"],
+                query_concept_acc=query["concept"],
                 query_object_acc=query["object"], n_probe_test=len(rows))
 
 # %% ../nbs/06_learned_binding.ipynb #e27cac73
@@ -252,167 +308,61 @@ KNOWN_KINDS = ("shared_product", "bag", "table")
 
 def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int | None = None, seed: int = 0,
                   among: np.ndarray | None = None) -> LearnedBinding:
-    "An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a memoriser); `among`: `binding_of`'s."
+    """An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an
+    additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a
+    memoriser); `among`: `binding_of`'s."""
     if kind not in KNOWN_KINDS: raise ValueError(f"kind must be one of {KNOWN_KINDS}, got {kind!r}")
     rank = whole_number(rank, "rank", low=1)
     rng = np.random.default_rng(seed)
     u, v = (rng.standard_normal((space.n_values, rank), dtype=np.float32) for _ in range(2))
-    gi = np.asarray(space.value_index(space.object_values(np.arange(space.n_objects))))    # [|O|, C] global value indices
-    if kind == "shared_product": objects, values = np.concatenate([u[gi].sum(1), v[gi].prod(1)], 1), np.concatenate([u, 0 * u], 1)
+    # [|O|, C] global value indices
+    gi = np.asarray(space.value_index(space.object_values(np.arange(space.n_objects))))
+    if kind == "shared_product":
+        objects, values = np.concatenate([u[gi].sum(1), v[gi].prod(1)], 1), np.concatenate([u, 0 * u], 1)
     elif kind == "bag": objects, values = u[gi].sum(1), u
     else: objects, values = rng.standard_normal((space.n_objects, rank), dtype=np.float32), v
     unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
-    embed_scenes = lambda scenes: objects[np.asarray(space.object_ids(scenes))].sum(1)   # a scene: the sum of its objects
-    name = f"known: {kind}" if among is None else f"known: {kind} (among {len(np.unique(among))} objects)"   # one name, one set of scenes
+    # a scene: the sum of its objects
+    embed_scenes = lambda scenes: objects[np.asarray(space.object_ids(scenes))].sum(1)
+    # one name, one set of scenes
+    name = f"known: {kind}" if among is None else f"known: {kind} (among {len(np.unique(among))} objects)"
     return binding_of(name, space, embed_scenes, unit(values), unit(objects),
                       fingerprint("known", kind, rank, seed), n_scenes=n_scenes, seed=seed, among=among)
 
 # %% ../nbs/06_learned_binding.ipynb #a7c0e002
-def paper_known_answers(space: ConceptSpace, n_objects: int = PAPER_OBJECTS, forms: Sequence[str] = ("global_product",), lr: float = 1e-2,
-                        steps: int = PAPER_STEPS, rank: int = 32, starts: Sequence[tuple[float, float]] = ((1.0, 0.0), (0.3, 1.0)),
+def paper_known_answers(space: ConceptSpace, n_objects: int = PAPER_OBJECTS,
+                        forms: Sequence[str] = ("global_product",), lr: float = 1e-2,
+                        steps: int = PAPER_STEPS, rank: int = 32,
+                        starts: Sequence[tuple[float, float]] = ((1.0, 0.0), (0.3, 1.0)),
                         output_dir=None, eval_every: int = 100, device="auto", workers: int = 1) -> pd.DataFrame:
-    "The authors' setting on a known answer: `known_binding`'s shared code on every ordered pair of `paper_object_sample`, each form of `forms` fitted as `paper_cells` sets it from each N(mean, spread^2) start `(spread, mean)` of `starts` (theirs: (1, 0)), on half the objects."
+    """The authors' setting on a known answer: `known_binding`'s shared code on every ordered pair of
+    `paper_object_sample`, each form of `forms` fitted as `paper_cells` sets it from each N(mean, spread^2) start
+    `(spread, mean)` of `starts` (theirs: (1, 0)), on half the objects."""
     lb = known_binding(space, "shared_product", rank, among=paper_object_sample(space, n_objects))
-    cells = [replace(c, init=spread, init_mean=mean) for c in paper_cells(forms, lr, lb.table.d) for spread, mean in starts]
-    jobs = [(lb, [c], [0.5], [0], output_dir, steps, None, eval_every, PAPER_VAL_FRACTION, device, False) for c in cells]
-    return pd.concat(in_processes(fit_binding, jobs, workers, "known answers in the authors' setting"), ignore_index=True)
-
-# %% ../nbs/06_learned_binding.ipynb #7e2eb151
-@dataclass(frozen=True)
-class TrainedModel:
-    "A §5.2 run to study: its config, its checkpoint, and its row of the coverage results (its own held-out recognition)."
-    cfg: RunConfig
-    checkpoint: Path
-    row: dict
-
-def architecture_name(cfg: RunConfig) -> str:
-    """05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind,
-    the kind's label first (`InputKind.label`, e.g. 'deep sets h64, ' for B2's example kind)."""
-    name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
-    if cfg.inputs == "tokens": return name
-    return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself
-
-def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
-    row = run_one(cfg, models_dir, progress=False)
-    return TrainedModel(cfg, run_checkpoint(models_dir, cfg), row)
-
-def train_models(configs: Sequence[RunConfig], models_dir, workers: int = 1, progress: bool = True) -> list[TrainedModel]:
-    "Train (or read back) every run of `configs` into `models_dir` (05's layout: coverage_results.csv and checkpoints/); the finished ones."
-    models_dir = writable_folder(models_dir, "models folder", "pass a folder you can write to")
-    done = in_processes(_train_one, [(c, models_dir) for c in configs], workers, "training models", progress)
-    return [m for m in done if m.row.get("status", "ok") == "ok"]
-
-def trained_models(model_dir) -> list[TrainedModel]:
-    "The finished runs of a §5.2 output folder (05's `output_dir`) whose checkpoint is in its checkpoints/ folder; copies set aside there (`is_set_aside`) are no runs."
-    model_dir = Path(model_dir)
-    if model_dir.exists() and not model_dir.is_dir(): raise NotADirectoryError(f"{model_dir} is a file: pass the output folder of §5.2's runs (05's output_dir)")
-    rows = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(model_dir))
-    found = []
-    for ckpt in sorted(p for p in (model_dir / "checkpoints").glob("*.pt") if not is_set_aside(p)):
-        cfg = RunConfig(**read_checkpoint(ckpt)["config"])              # its settings only; the weights are read when it is studied
-        mine = rows[COVERAGE_RESULTS.same(rows, run_identity(cfg)) & (rows.status == "ok")] if len(rows) else rows
-        if len(mine): found.append(TrainedModel(cfg, ckpt, mine.iloc[0].to_dict()))
-    return found
-
-# %% ../nbs/06_learned_binding.ipynb #b4c3064c
-MODEL_COLUMNS = dict(C="C", V="V", model_coverage="coverage", model_seed="seed", model_concept_acc="concept_acc",
-                     model_object_acc="object_acc", model_bag_of_concepts_acc="bag_of_concepts_acc",   # from the model's results row
-                     model_object_acc_in_batch_test_selected="object_acc_in_batch_test_selected",     # the authors' protocol (empty for older runs),
-                     model_object_acc_in_batch_test_selected_single="object_acc_in_batch_test_selected_single",   # and its one-object
-                     model_object_acc_in_batch_test_selected_multi="object_acc_in_batch_test_selected_multi")     # and multi-object scenes
-
-def _model_fields(m: TrainedModel) -> dict:
-    return dict(run=m.cfg.run_name(), architecture=architecture_name(m.cfg), **{k: m.row.get(c, float("nan")) for k, c in MODEL_COLUMNS.items()})
-
-def _paper_fits(m: TrainedModel, fractions, seeds, output_dir, options: dict) -> pd.DataFrame:
-    "One model's fits under the authors' protocol (`paper_binding`, `paper_cells`); none, with a warning, for a checkpoint without test-best weights."
-    try: lp = paper_binding(m.checkpoint, options["paper_objects"], cache_dir=options["cache_dir"], device=options["device"])
-    except ValueError as e:
-        if "no test-best weights" not in str(e): raise
-        warnings.warn(f"{e}; this model is studied under our protocol only"); return pd.DataFrame()
-    cells = paper_cells(options["paper_forms"], options["paper_lr"], lp.table.d)
-    return fit_binding(lp, cells, fractions, seeds, output_dir, options["paper_steps"], None, options["eval_every"], PAPER_VAL_FRACTION,
-                       options["device"], progress=False).assign(protocol="paper")
-
-def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds, output_dir, options: dict) -> tuple[pd.DataFrame, dict]:
-    "One model's fits and probes (a `RunConfig` is trained first, into `models_dir`); none for a run that diverged."
-    if isinstance(m, RunConfig): m = _train_one(m, models_dir)
-    if m.row.get("status", "ok") != "ok": return pd.DataFrame(), {}
-    lb = learned_binding(m.checkpoint, n_scenes=options["n_scenes"], cache_dir=options["cache_dir"], device=options["device"])
-    fits = fit_binding(lb, cells, fractions, seeds, output_dir, options["steps"], None, options["eval_every"], options["val_fraction"],
-                       options["device"], progress=False).assign(protocol="ours")
-    if options["paper_objects"] is not None: fits = pd.concat([fits, _paper_fits(m, fractions, seeds, output_dir, options)], ignore_index=True)
-    fields = _model_fields(m)
-    return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
-
-def _each_once(models: Sequence[TrainedModel | RunConfig]) -> list:
-    "`models` with each listed once (a trained model by its checkpoint, a config by its run), warning if any was not."
-    key = lambda m: str(Path(m.checkpoint).resolve()) if isinstance(m, TrainedModel) else m.run_name()
-    first = {}
-    for m in models: first.setdefault(key(m), m)
-    if len(first) < len(models):
-        warnings.warn(f"{len(models) - len(first)} model(s) listed more than once; each is studied once")
-    return list(first.values())
-
-def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[float], seeds: Sequence[int], n_scenes: int | None,
-                val_fraction: float, device="auto", paper_objects: int | None = None, paper_forms: Sequence[str] = ()) -> None:
-    "Refuse, before anything is trained or fitted, what `binding_study` would fail on later: the device, each config, and each model's approximator splits."
-    resolve_device(device)
-    number_in(val_fraction, "val_fraction", 0, 1, low_open=True, high_open=True)
-    seeds = [whole_number(s, "seed", low=0) for s in seeds]
-    if not list(fractions) or not seeds: raise ValueError("nothing to fit: fractions and seeds must each be non-empty")
-    spaces = {}
-    for m in models:
-        if not isinstance(m, (TrainedModel, RunConfig)): raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got {type(m).__name__}")
-        cfg = check_config(m) if isinstance(m, RunConfig) else m.cfg
-        if cfg.max_objects < 2: raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes (max_objects >= 2)")
-        spaces.setdefault(cfg.space.values_per_concept, cfg)
-    for cfg in spaces.values():                      # the scenes and splits `fit_binding` will draw, without embeddings
-        scenes = binding_scenes(cfg.space, n_scenes)
-        table = SceneTable(cfg.space, np.zeros((len(scenes), 1), np.float32), scenes, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), cfg.run_name())
-        for f in fractions:
-            for s in seeds: holdout_split(table, f, approximator_seed(s), val_fraction)
-        if paper_objects is None: continue
-        scenes = binding_scenes(cfg.space, objects=paper_object_sample(cfg.space, paper_objects))   # and the authors'
-        table = SceneTable(cfg.space, np.zeros((len(scenes), 1), np.float32), scenes, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), cfg.run_name())
-        for f in fractions:
-            for s in seeds: holdout_split(table, f, approximator_seed(s), PAPER_VAL_FRACTION)
-    if paper_objects is not None: paper_cells(paper_forms, 1.0, 1)
-
-def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Cell], fractions: Sequence[float] = (0.5,), seeds: Sequence[int] = (0,),
-                  output_dir=None, n_scenes: int | None = 20_000, steps: int = 2000, eval_every: int = 100, val_fraction: float = 0.1,
-                  cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True, paper_objects: int | None = None,
-                  paper_forms: Sequence[str] = ("global_product",), paper_steps: int = PAPER_STEPS, paper_lr: float = 1e-2) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours') and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the same worker. With `paper_objects`, the authors' protocol beside ours: `paper_forms` in their setting on `paper_binding` (`protocol` 'paper')."
-    if not models: raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
-    if bad := [m for m in models if not isinstance(m, (TrainedModel, RunConfig))]:
-        raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got "
-                        f"{type(bad[0]).__name__}")
-    if not cells: raise ValueError("no approximator to fit: pass Cells (grid(...) makes them)")
-    if bad := [c for c in cells if not isinstance(c, Cell)]:
-        raise TypeError(f"cells are Cells (grid(...) makes them), got {type(bad[0]).__name__}")
-    models = _each_once(models)
-    check_study(models, fractions, seeds, n_scenes, val_fraction, device, paper_objects, paper_forms)
-    paper_steps, paper_lr = whole_number(paper_steps, "paper_steps", low=1), number_in(paper_lr, "paper_lr", 0, low_open=True)
-    out = writable_folder(output_dir, "output_dir", "pass a folder you can write to")
-    if any(isinstance(m, RunConfig) for m in models):
-        models_dir = writable_folder(models_dir if models_dir is not None else out / "models", "models_dir", "pass a folder you can write to")
-    options = dict(n_scenes=n_scenes, steps=steps, eval_every=eval_every, val_fraction=val_fraction, cache_dir=cache_dir, device=device,
-                   paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps, paper_lr=paper_lr)
-    done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers, "binding functions", progress)
-    return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])
+    cells = [replace(c, init=spread, init_mean=mean) for c in paper_cells(forms, lr,
+                                                                          lb.table.d) for spread, mean in starts]
+    jobs = [(lb, [c], [0.5], [0], output_dir, steps, None, eval_every, PAPER_VAL_FRACTION, device,
+             False) for c in cells]
+    return pd.concat(in_processes(fit_binding, jobs, workers, "known answers in the authors' setting"),
+                     ignore_index=True)
 
 # %% ../nbs/06_learned_binding.ipynb #3b961a9b
 def _panels(df: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
     order = {a: i for i, a in enumerate(("product-shared", "product-independent", "transformer"))}
-    return sorted(df.groupby(["C", "V", "architecture"]), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 9), kv[0][2]))
+    return sorted(df.groupby(["C", "V", "architecture"]),
+                  key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 9), kv[0][2]))
 
-def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp",), output_dir=None, name: str = "fig7_complexity"):
-    "Fig. 7: held-out object (top) and concept (bottom) recognition of the MLPs vs width, per architecture; one line per model coverage, dotted: the model itself."
+def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp",), output_dir=None,
+                            name: str = "fig7_complexity"):
+    """Fig. 7: held-out object (top) and concept (bottom) recognition of the MLPs vs width, per architecture; one line
+    per model coverage, dotted: the model itself."""
     df = select_on_validation(fits[fits.family.isin(list(families))], by=PER_SETTING)
-    df = df.groupby(["C", "V", "architecture", "model_coverage", "family", "capacity"], as_index=False).mean(numeric_only=True)
-    panels, colour = _panels(df), {c: f"C{k}" for k, c in enumerate(sorted(df.model_coverage.unique()))}   # one colour per coverage
-    fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 5.6), squeeze=False, sharey="row", sharex=True)
+    df = df.groupby(["C", "V", "architecture", "model_coverage", "family", "capacity"],
+                    as_index=False).mean(numeric_only=True)
+    # one colour per coverage
+    panels, colour = _panels(df), {c: f"C{k}" for k, c in enumerate(sorted(df.model_coverage.unique()))}
+    fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 5.6), squeeze=False,
+                             sharey="row", sharex=True)
     for j, ((C, V, arch), d) in enumerate(panels):
         for cov, dc in d.groupby("model_coverage"):
             for (fam, df_), style in zip(dc.groupby("family"), ("-o", "-s", "-^")):
@@ -423,19 +373,24 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
         axes[1, j].set(xscale="log", xlabel="MLP width")
     widths = sorted(df.capacity.unique())
     for ax in axes[1]: ax.set_xticks(widths, [str(w) for w in widths]); ax.minorticks_off()
-    for i, label in enumerate(("held-out object recognition", "held-out concept recognition")): axes[i, 0].set(ylabel=label, ylim=(-0.03, 1.03))
+    for i, label in enumerate(("held-out object recognition", "held-out concept recognition")):
+        axes[i, 0].set(ylabel=label, ylim=(-0.03, 1.03))
     for ax in axes.flat: ax.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], color=c, marker="o", ms=4, label=f"model coverage {cov:g}") for cov, c in colour.items()]
+    handles = [plt.Line2D([], [], color=c, marker="o", ms=4,
+                          label=f"model coverage {cov:g}") for cov, c in colour.items()]
     axes[0, 0].legend(handles=handles + [plt.Line2D([], [], color="0.3", ls=":", label="the model itself")], fontsize=7)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
-def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_object_product", "global_product"), output_dir=None, name: str = "fig8_forms"):
-    "Fig. 8: held-out object recognition of each form probe (its rank and start chosen on validation) vs the model's coverage, per architecture, beside the model itself and the baseline."
+def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_object_product", "global_product"),
+               output_dir=None, name: str = "fig8_forms"):
+    """Fig. 8: held-out object recognition of each form probe (its rank and start chosen on validation) vs the model's
+    coverage, per architecture, beside the model itself and the baseline."""
     df = select_on_validation(fits[fits.family.isin(list(forms))])
     df = df.groupby(["C", "V", "architecture", "model_coverage", "family"], as_index=False).mean(numeric_only=True)
     panels = _panels(df)
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 3.4), squeeze=False,
+                             sharey=True)
     for ax, ((C, V, arch), d) in zip(axes[0], panels):
         for k, form in enumerate(forms):
             f = d[d.family == form]

@@ -58,7 +58,8 @@ GEOMETRY_NUMBERS = pd.DataFrame([
     ("D.3", "CLEVR, three objects, occlusion", ("clevr3d-3-occlusion",), "CLIP ViT-B/32 image", "pretrained",
      "probe accuracy", "probes", "0.91–0.93", _PL + ", App. D.3", ""),
     ("D.3", "CLEVR, three objects", ("clevr3d-3", "clevr3d-3-occlusion"), "CLIP ViT-B/32 image", "pretrained",
-     "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65", _PL + ", App. D.3", ""),
+     "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65", _PL + ", App. D.3",
+     ""),
 ], columns=["table", "dataset", "matches", "model", "weights", "measure", "key", "paper", "source", "note"])
 
 # %% ../nbs/paper.ipynb #16c928ba
@@ -113,7 +114,8 @@ COMPLEXITY_NUMBERS = pd.DataFrame([
     ("Fig. 4", "CLIP ViT-B/32", "pretrained", ("mlp",), "held-out concept recognition at coverage > 0.3",
      "min_concept_above_0.3", "≥ 0.80", _PL + ", §5.1"),
     ("Fig. 4", "DINOv2 ViT-B/14", "pretrained", ("mlp",),
-     "held-out object recognition, best over capacities and coverages", "max_object", "low, as CLIP", _HF + ", results"),
+     "held-out object recognition, best over capacities and coverages", "max_object", "low, as CLIP",
+     _HF + ", results"),
     ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out object recognition", "max_object",
      "near zero", _PL + ", App. D.6"),
     ("App. D.6", "CLIP ViT-B/32", "pretrained", ("xgboost", "forest"), "held-out concept recognition", "max_concept",
@@ -184,7 +186,8 @@ def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> st
 
 # ours -> under the paper's protocol
 PAPER_PROTOCOL = {"concept_acc": "concept_acc_in_batch", "object_acc": "object_acc_in_batch_test_selected",
-                  "ceiling_concept_acc": "ceiling_concept_acc_in_batch", "ceiling_object_acc": "ceiling_object_acc_in_batch"}
+                  "ceiling_concept_acc": "ceiling_concept_acc_in_batch",
+                  "ceiling_object_acc": "ceiling_object_acc_in_batch"}
 
 def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.DataFrame | None = None,
                          correlation_paper: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -192,7 +195,8 @@ def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.
     fits' best on test of `PAPER_PROTOCOL`'s columns (sweeps' `best_on_test`: in-batch, the best step and setting), and
     `correlation_paper`: Fig. 9's r on such numbers, for ours under the paper's protocol."""
     archs = list(dict.fromkeys(best.architecture))
-    as_ours = None if top is None else top.rename(columns={f"{theirs}_test_max": ours for ours, theirs in PAPER_PROTOCOL.items()})
+    as_ours = None if top is None else top.rename(columns={f"{theirs}_test_max": ours
+                                                           for ours, theirs in PAPER_PROTOCOL.items()})
     def paper_protocol(a: str, key: str) -> str:
         if key == "r":
             measured = correlation_paper is not None and (correlation_paper.n_models > 0).any()
@@ -200,7 +204,9 @@ def learned_beside_paper(best: pd.DataFrame, correlation: pd.DataFrame, top: pd.
         if as_ours is None or as_ours.object_acc.isna().all(): return "not measured"
         return _learned_ours(as_ours if a == "all" else as_ours[as_ours.architecture == a], correlation, key)
     row = lambda p, a, rows: dict(figure=p.figure, measure=p.measure, paper=p.paper, source=p.source, models=a,
-                                  ours=_learned_ours(rows, correlation, p.key), ours_paper_protocol=paper_protocol(a, p.key))
-    rows = [row(p, a, best[best.architecture == a]) for p in LEARNED_NUMBERS.itertuples() if p.key != "r" for a in archs]
+                                  ours=_learned_ours(rows, correlation, p.key),
+                                  ours_paper_protocol=paper_protocol(a, p.key))
+    rows = [row(p, a, best[best.architecture == a]) for p in LEARNED_NUMBERS.itertuples() if p.key != "r"
+            for a in archs]
     rows += [row(p, "all", best) for p in LEARNED_NUMBERS.itertuples() if p.key == "r"]
     return pd.DataFrame(rows)

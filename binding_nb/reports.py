@@ -64,7 +64,8 @@ def verdict(stages: Sequence[Stage]) -> pd.DataFrame:
     for s in stages:
         row = lambda measure, yours, baseline="", paper="—": rows.append(dict(stage=s.kind, dataset=s.dataset,
                                                                               measure=measure, yours=yours,
-                                                                              chance_or_baseline=baseline, clip_in_paper=paper))
+                                                                              chance_or_baseline=baseline,
+                                                                              clip_in_paper=paper))
         if s.status != "ok": row("(stage)", f"{s.status}: {s.reason}"); continue
         n = s.numbers
         if s.kind == "geometry":
@@ -144,7 +145,8 @@ def headline(stages: Sequence[Stage]) -> dict[str, float]:
             "complexity": ("held-out object recognition, middle coverage",
                            "held-out concept recognition, middle coverage", "bag of concepts"),
             "crossmodal": ("concept recognition", "object recognition", "bag of concepts")}
-    return {f"{s.dataset} {s.kind}: {k}": s.numbers[k] for s in stages if s.status == "ok" for k in keep[s.kind] if k in s.numbers}
+    return {f"{s.dataset} {s.kind}: {k}": s.numbers[k] for s in stages if s.status == "ok"
+            for k in keep[s.kind] if k in s.numbers}
 
 def report_blocks(info: dict, stages: Sequence[Stage], folder: Path) -> list[tuple]:
     "The report: provenance, the verdict table, then each stage's tables and figures."
@@ -186,7 +188,8 @@ def write_report(info: dict, stages: Sequence[Stage], folder: Path) -> dict:
                                seconds=s.seconds) for s in stages],
                "headline": headline(stages)}
     for name, text in (("report.md", markdown_page(blocks)), ("report.html", html_page(blocks, f"Binding diagnosis: "
-                                                                                               f"{info['encoder']}", folder)),
+                                                                                               f"{info['encoder']}",
+                                                                                       folder)),
                        ("summary.json", json.dumps(summary, indent=1))):
         with atomic_file(folder / name) as f: f.write(text.encode())
     with atomic_file(folder / "verdict.csv") as f: verdict(stages).to_csv(f, index=False)

@@ -56,9 +56,11 @@ class ResultsTable:
         num = lambda c: pd.to_numeric(df[c], errors="coerce")
         acc = [c for c in df.columns if c.endswith("_acc")]
         checks = {"a missing or fractional count": ~pd.concat([num(c).notna() & (num(c) % 1 == 0) for c in self.counts]
-                                                                + [pd.Series(True, index=df.index)], axis=1).all(axis=1),
+                                                                + [pd.Series(True, index=df.index)],
+                                                              axis=1).all(axis=1),
                   **(self.checks(df) if self.checks is not None else {}),
-                  "an unknown status": ~df.status.isin(STATUSES) if "status" in df else pd.Series(False, index=df.index),
+                  "an unknown status": ~df.status.isin(STATUSES) if "status" in df
+                  else pd.Series(False, index=df.index),
                   "an accuracy outside [0, 1]": ~pd.concat([num(c).isna() | num(c).between(0, 1) for c in acc]
                                                            + [pd.Series(True, index=df.index)], axis=1).all(axis=1)}
         why = pd.Series("", index=df.index)
@@ -148,7 +150,8 @@ class ResultsTable:
                 if c not in self.text: df[c] = pd.to_numeric(df[c], errors="coerce")
         df = df.reset_index(drop=True).reindex(columns=columns + [c for c in df.columns if c not in columns])
         if bad:
-            lines_why = "; ".join(f"line {n}: {w}" for n, w in sorted(bad.items())[:5]) + (" ..." if len(bad) > 5 else "")
+            lines_why = "; ".join(f"line {n}: {w}"
+                                  for n, w in sorted(bad.items())[:5]) + (" ..." if len(bad) > 5 else "")
             repeats = sum(str(w).startswith(("a repeat of line", "the identity of line")) for w in bad.values())
             kind = "damaged" if not repeats else "repeated" if repeats == len(bad) else "damaged or repeated"
             set_aside(path, f"had {len(bad)} {kind} row(s) ({lines_why})", then="rewrote the table without them")

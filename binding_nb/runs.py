@@ -31,7 +31,8 @@ __all__ = ['DATASETS', 'restrict_values', 'multi_object_scenes', 'check_n_pairs'
 
 # %% ../nbs/03a_runs.ipynb #6c03512b
 DATASETS = {"clevr2d": "CLEVR-2D", "clevr3d": "CLEVR", "clevr3d-3": "CLEVR, three objects",
-            "clevr3d-3-occlusion": "CLEVR, three objects, occlusion", "patterned": "patterned (App. D.4)", "text": "text",
+            "clevr3d-3-occlusion": "CLEVR, three objects, occlusion", "patterned": "patterned (App. D.4)",
+            "text": "text",
             "pug_spare": "PUG:SPARE"}
 
 def _grid_mask(objects: np.ndarray, n: int) -> np.ndarray:
@@ -168,7 +169,8 @@ class RunSpec:
 
 # %% ../nbs/03a_runs.ipynb #527863d6
 def standard_runs(image_pairs: int | None = None, clevr3d_triples: int = 300, n_pairs: int | None = None,
-                  clip_weights: str = "default", dinov2_weights: str = "default", text_pairs: int | None = None) -> list[RunSpec]:
+                  clip_weights: str = "default", dinov2_weights: str = "default",
+                  text_pairs: int | None = None) -> list[RunSpec]:
     """The default runs of this page: `image_pairs` and `text_pairs` sample the image runs' pairs and MiniLM's captions
     (None: all); `n_pairs` caps every run."""
     cap = lambda k: k if n_pairs is None else n_pairs if k is None else min(k, n_pairs)
@@ -202,7 +204,8 @@ def one_run(encoder: str | None = None, pretrained="random", dataset: str = "cle
 
 def named_runs(encoder: str | None = None, pretrained="random", dataset: str = "clevr2d", n_pairs: int | None = None,
                image_pairs=None,
-               clevr3d_triples: int = 300, text_pairs=None, clip_weights: str = "default", dinov2_weights: str = "default") -> list[RunSpec]:
+               clevr3d_triples: int = 300, text_pairs=None, clip_weights: str = "default",
+               dinov2_weights: str = "default") -> list[RunSpec]:
     """The runs a page's parameters name: with `encoder`, `one_run`; else the standard runs (`dataset` and `pretrained`
     refused); checked."""
     run = one_run(encoder, pretrained, dataset, n_pairs)

@@ -51,7 +51,8 @@ def check_range(x: Array, high: int, what: str, allow_empty: bool = False) -> No
     if lo < low or hi >= high:
         bad = lo if lo < low else hi
         span = f"-1 (empty) or 0..{high - 1}" if allow_empty else f"0..{high - 1}"
-        raise ValueError(f"{what} out of range: found {bad}, expected {span}" + (_unsigned_hint(x) if allow_empty else ""))
+        raise ValueError(f"{what} out of range: found {bad}, expected {span}" + (_unsigned_hint(x) if allow_empty
+                                                                                 else ""))
 
 def _is_unsigned(x: Array) -> bool: return not x.dtype.is_signed if _is_torch(x) else x.dtype.kind == "u"
 
@@ -124,7 +125,8 @@ class ConceptSpace:
                 idx = _first(bad)
                 raise ValueError(f"concept value {int(values[idx])} at index {idx} is out of range for concept "
                                  f"'{self.names[idx[-1]]}' with {self.values_per_concept[idx[-1]]} values"
-                                 + ((_unsigned_hint(values) or " (use -1 for a whole empty slot)") if allow_empty else ""))
+                                 + ((_unsigned_hint(values) or " (use -1 for a whole empty slot)") if allow_empty
+                                    else ""))
             idx = _first(partly)
             raise ValueError(f"the object{f' at index {idx}' if idx else ''} is partly empty: {values[idx].tolist()}; "
                              f"an empty slot must be -1 in every concept")

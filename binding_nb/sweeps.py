@@ -104,7 +104,8 @@ class Cell:
         keys."""
         return {} if (self.starts, self.moment,
                       self.finish) == tuple(ONE_ADAM_START.values()) else dict(starts=self.starts,
-                                                                               moment=int(self.moment), finish=self.finish)
+                                                                               moment=int(self.moment),
+                                                                               finish=self.finish)
 
     def columns(self) -> dict:
         "Its settings as results-table columns; a family that is not a form probe has no `init`, `init_mean` or `form`."
@@ -124,7 +125,8 @@ class Cell:
         """The setting in a few characters: `64 @ 0.01, N(1, 0.3^2)`, then how it is fitted where that is not one Adam
         start: `, 2 starts + moment, L-BFGS 500`."""
         init = f", N({self.init_mean:g}, {self.init:g}^2)" if self.is_probe else ""
-        starts = " + ".join(([f"{self.starts} start" + "s" * (self.starts != 1)] if self.starts else []) + ["moment"] * self.moment)
+        starts = " + ".join(([f"{self.starts} start" + "s" * (self.starts != 1)] if self.starts
+                             else []) + ["moment"] * self.moment)
         solver = f", {starts}" + (f", L-BFGS {self.finish}" if self.finish else "") if self.solver() else ""
         return f"{self.capacity}" + ("" if np.isnan(self.lr) else f" @ {self.lr:g}") + init + solver
 
@@ -132,7 +134,8 @@ class Cell:
 def grid(families: Sequence[str], widths: Sequence[int] = (64, 256, 1024, 4096),
          lrs: Sequence[float] = (1e-2, 1e-3, 1e-4),
          depths: Sequence[int] = (1, 2, 6), tree_lrs: Sequence[float] = (0.1, 0.3), ranks: Sequence[int] | None = None,
-         inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0), forest_depths: Sequence[int] | None = None,
+         inits: Sequence[float] = (0.3,), init_means: Sequence[float] = (0.0, 1.0),
+         forest_depths: Sequence[int] | None = None,
          starts: int | None = None, moment: bool | None = None, finish: int | None = None) -> list[Cell]:
     """Every setting of `families`: MLPs over `widths` x `lrs`; form probes over `ranks` (None: `widths`) x `lrs` x
     `inits` x `init_means` (one mean for the additive form, which has no product); XGBoost over `depths` x `tree_lrs`;
@@ -171,7 +174,8 @@ def best_over_steps(monitored: list[dict]) -> dict[str, float]:
     """The best value of each number a monitor logged over a fit's validation steps, as `{name}_test_selected` (nan
     where one is missing)."""
     names = sorted({k for m in monitored for k in m} - {"step", "start", "train_r2"})
-    return {f"{k}_test_selected": max((m.get(k, float("nan")) for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
+    return {f"{k}_test_selected": max((m.get(k, float("nan"))
+                                       for m in monitored), key=lambda x: -np.inf if np.isnan(x) else x) for k in names}
 
 def last_over_steps(monitored: list[dict], start: int = 0) -> dict[str, float]:
     """Each number a monitor logged, at the last validation step of the start kept, as `{name}_last` (the last weights',
@@ -205,7 +209,8 @@ def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per
                       f"fitted on (their free directions per slot, or the freedom of their product columns, cover it: "
                       f"`memorises`), so they can memorise them and their held-out numbers mean little (regime "
                       f"'memorises' in the table): "
-                      + "; ".join(f"{f} rank {r}, {w}: {n} fit objects" for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
+                      + "; ".join(f"{f} rank {r}, {w}: {n} fit objects"
+                                  for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
                       + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
 
 def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000,
@@ -229,15 +234,18 @@ def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, s
                                                               "train_r2": r2_score(table.emb[split.train],
                                                                                    predict(v[split.train]))}
         app = fit_approximator(cell.family, table.space, v[split.train], table.emb[split.train], v[split.val],
-                               table.emb[split.val], capacity=cell.capacity, lr=cell.lr, steps=steps, batch_size=batch_size,
-                               eval_every=eval_every, seed=split.seed, device=device, init=cell.init, init_mean=cell.init_mean,
+                               table.emb[split.val], capacity=cell.capacity, lr=cell.lr, steps=steps,
+                               batch_size=batch_size,
+                               eval_every=eval_every, seed=split.seed, device=device, init=cell.init,
+                               init_mean=cell.init_mean,
                                monitor=monitor, starts=cell.starts, moment=cell.moment, finish=cell.finish)
     except TrainingDiverged:
         nan = float("nan")
         return {**base,
                 **dict.fromkeys(["val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc",
                                  "object_acc", "r2", "train_r2"], nan),
-                **(more(None, split.test) if more else {}), "best_step": 0, "seconds": _seconds_since(t0), "status": "diverged"}
+                **(more(None, split.test) if more else {}), "best_step": 0, "seconds": _seconds_since(t0),
+                "status": "diverged"}
     val, test = score_approximator(app, table, split.val, probes), score_approximator(app, table, split.test, probes)
     return {**base, "val_score": (val["concept_acc"] + val["object_acc"]) / 2,
             **{f"val_{k}": x for k, x in val.items() if not k.endswith("_in_batch")}, **test,
@@ -318,7 +326,8 @@ class SweepPlan:
 
 def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int],
                results: ResultsTable,
-               output_dir: str | Path, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50, val_fraction: float = 0.1,
+               output_dir: str | Path, steps: int = 1000, batch_size: int | None = 4096, eval_every: int = 50,
+               val_fraction: float = 0.1,
                split_seed: Callable[[int], int] | None = None, coverage_name: str = "coverage") -> SweepPlan:
     """Check a sweep of `cells` at every coverage and seed and draw its splits (`split_seed(seed)`: the seed a split is
     drawn with, None: `seed`); `coverage_name`: what the caller calls a coverage, in messages."""

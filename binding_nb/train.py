@@ -20,7 +20,8 @@ from .loop import add_slow_gradients, TrainingDiverged, TrainState, warmup_linea
 from .inputs import input_kind
 from .models import DualEncoder, ModelConfig
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
-                               CoverageSplit, coverage_split, hard_negatives, object_recognition, object_recognition_among, sample_scenes,
+                               CoverageSplit, coverage_split, hard_negatives, object_recognition,
+                               object_recognition_among, sample_scenes,
                                scene_sizes)
 from .tokens import make_batch, SceneBatch
 from .utils import fingerprint, make_generator, resolve_device, whole_number
@@ -246,7 +247,8 @@ def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.
 # %% ../nbs/B4_training.ipynb #ca1b2d01
 @torch.inference_mode()
 def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_objects: int, hard: bool = True,
-             seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None, in_batch: bool = False) -> dict:
+             seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None,
+             in_batch: bool = False) -> dict:
     """Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard
     negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6)."""
     nan = float("nan")
@@ -336,7 +338,8 @@ TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step",
                  "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi"]
 RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step",
                   "val_object_acc",
-                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status", *SPLIT_METRICS,
+                  "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status",
+                  *SPLIT_METRICS,
                   *IN_BATCH_METRICS, *TEST_SELECTED)
 # measured where the run can: nan in a row without them
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)
@@ -351,7 +354,8 @@ def test_selected(state: TrainState) -> dict:
     i = max(range(len(acc)), key=acc.__getitem__)
     part = lambda p: covered[i].get(f"test_object_acc_in_batch_{p}", float("nan"))
     return dict(object_acc_in_batch_test_selected=acc[i], test_selected_step=covered[i]["step"],
-                object_acc_in_batch_test_selected_single=part("single"), object_acc_in_batch_test_selected_multi=part("multi"))
+                object_acc_in_batch_test_selected_single=part("single"),
+                object_acc_in_batch_test_selected_multi=part("multi"))
 
 def _results_row(cfg: RunConfig, **values) -> dict:
     """The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS`
@@ -368,7 +372,8 @@ def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, dev
     best = next(h for h in state.history if h["step"] == state.best_step)
     return _results_row(cfg, **test, **test_selected(state), train_seconds=round(state.train_seconds, 2),
                         best_step=state.best_step,
-                        val_object_acc=best["val_object_acc"], val_concept_acc=best["val_concept_acc"], n_fit=len(data.fit),
+                        val_object_acc=best["val_object_acc"], val_concept_acc=best["val_concept_acc"],
+                        n_fit=len(data.fit),
                         n_heldout=data.n_heldout, n_test_scenes=len(data.test_scenes), device=str(device), status="ok")
 
 def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:

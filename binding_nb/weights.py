@@ -107,7 +107,8 @@ def _weights_file_problem(path: Path) -> str:
         try:
             with zipfile.ZipFile(path) as z: names = z.namelist()
         except (zipfile.BadZipFile, OSError) as e: return f"its zip archive is unreadable ({safe_reason(e)})"
-        return "" if any(m.endswith("data.pkl") for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
+        return "" if any(m.endswith("data.pkl")
+                         for m in names) else "it is a zip archive without data.pkl, not a torch.save file"
     if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5: return ""     # a pickle: torch.save's legacy format
     return "it is neither a zip archive (torch.save) nor a pickle (torch.save's legacy format)"
 

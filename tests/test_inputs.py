@@ -55,7 +55,7 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     "The example kind, named by its file, trains through the coverage sweep, names itself in the run's label, and its checkpoint loads."
     from binding_nb.checkpoints import load_model, run_checkpoint
     from binding_nb.coverage import run_sweep
-    from binding_nb.learned import architecture_name
+    from binding_nb.study import architecture_name
     from binding_nb.train import RunConfig
     name = use_inputs(f"{EXAMPLE}:deep_sets")
     base = RunConfig(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,

@@ -8,9 +8,11 @@ import pytest
 import torch
 
 import binding_nb.learned as learned
+import binding_nb.study as study
 import binding_nb.sweeps as sweeps
 from binding_nb.sweeps import Cell
-from binding_nb.learned import LEARNED_RESULTS, binding_study, fit_binding, known_binding, learned_binding
+from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, learned_binding
+from binding_nb.study import binding_study
 from binding_nb.scenes import ConceptSpace
 from binding_nb.checkpoints import load_model, train_run
 from binding_nb.train import RunConfig, evaluate, with_architecture
@@ -170,7 +172,7 @@ def test_a_binding_function_of_the_wrong_shape_is_refused_clearly(embed, values,
 
 
 def _nothing_trained(monkeypatch):
-    monkeypatch.setattr(learned, "run_one", lambda *a, **k: pytest.fail("a model was trained before the study's settings were checked"))
+    monkeypatch.setattr(study, "run_one", lambda *a, **k: pytest.fail("a model was trained before the study's settings were checked"))
 
 
 @pytest.mark.parametrize("configs, options, message", [
@@ -186,7 +188,7 @@ def test_a_study_refuses_before_the_first_training(tmp_path, monkeypatch, config
     if options.get("device") == "cuda" and torch.cuda.is_available(): pytest.skip("this machine has CUDA")
     _nothing_trained(monkeypatch)
     with pytest.raises(ValueError) as e:
-        learned.binding_study(configs, [Cell("additive", 8, 1e-2)], output_dir=tmp_path / "out", **options)
+        study.binding_study(configs, [Cell("additive", 8, 1e-2)], output_dir=tmp_path / "out", **options)
     assert message in str(e.value), str(e.value)
     assert not (tmp_path / "out").exists()
 
@@ -199,8 +201,7 @@ def test_a_space_too_large_to_enumerate_is_refused_by_the_parameter_check(tmp_pa
 
 def test_binding_study_refuses_bad_input_before_training(monkeypatch):
     "A model that is not one, no cells, a cell that is not a Cell, or the authors' protocol with no form: refused before any model trains."
-    from binding_nb import learned
-    monkeypatch.setattr(learned, "run_one", lambda *a, **k: pytest.fail("a model was trained"))
+    monkeypatch.setattr(study, "run_one", lambda *a, **k: pytest.fail("a model was trained"))
     cfg = RunConfig(C=2, V=6, steps=5)
     for args, kw, message in ((["a checkpoint.pt"], {}, "models are RunConfigs to train or TrainedModels"), ([cfg], dict(cells=[]), "no approximator to fit"),
                               ([cfg], dict(cells=[("mlp", 8)]), "cells are Cells"),
@@ -213,7 +214,7 @@ def test_every_input_kind_names_itself_in_the_tables(monkeypatch):
     "architecture_name asks the input kind for its label: 07's pixels give their level, a kind registered from outside its name (it used to assume a level, and crashed 06 after its fits)."
     import dataclasses
     from binding_nb import inputs
-    from binding_nb.learned import architecture_name
+    from binding_nb.study import architecture_name
     @dataclasses.dataclass(frozen=True)
     class Mine:
         width: int = 3

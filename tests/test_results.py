@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from binding_nb.coverage import COVERAGE_RESULTS
-from binding_nb.learned import LEARNED_RESULTS, trained_models
+from binding_nb.learned import LEARNED_RESULTS
+from binding_nb.study import trained_models
 from binding_nb.results import ResultsTable
 
 TABLE = ResultsTable("r.csv", ("name", "x"), keys=("name",), text=("name",))

@@ -44,7 +44,8 @@ def concept_phrases(space: ConceptSpace) -> np.ndarray:
     """A text query for every concept value (`space.value_index` order): 'a <value> object' for the first concepts, 'a
     <value>' for the last (the noun)."""
     last = space.n_concepts - 1
-    return np.array([f"a {v} object" if k < last else f"a {v}" for k in range(space.n_concepts) for v in space.value_names[k]], dtype=object)
+    return np.array([f"a {v} object" if k < last else f"a {v}" for k in range(space.n_concepts)
+                     for v in space.value_names[k]], dtype=object)
 
 # %% ../../nbs/01a_scene_datasets.ipynb #623a9d1a
 def scene_captions(space: ConceptSpace, objects: np.ndarray) -> list[str]:

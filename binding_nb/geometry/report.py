@@ -19,7 +19,8 @@ from .additive import ESTIMATORS, check_choice
 from .probes import fit_probes, probe_split
 from .table import SceneTable, scene_table
 from .tables import (
-    ATTRIBUTION_VARIANTS, attribution_table, concept_index, concepts_vs_objects_table, edit_cases, editing_table, estimator_table,
+    ATTRIBUTION_VARIANTS, attribution_table, concept_index, concepts_vs_objects_table, edit_cases, editing_table,
+                                        estimator_table,
     mds_points, plot_editing, plot_mds, reconstruction_table)
 from ..scenes import bag_of_concepts_accuracy
 from ..utils import name_list, number_in, resolve_device, save_figure, whole_number, writable_folder
@@ -51,7 +52,8 @@ class GeometryReport:
         "The measured tables, by file name."
         named = dict(table1_estimators=self.estimators, table2_reconstruction=self.reconstruction,
                      table3_editing=self.editing,
-                     table4_concepts_vs_objects=self.concepts_vs_objects, table5_attribution=self.attribution, probes=self.probes)
+                     table4_concepts_vs_objects=self.concepts_vs_objects, table5_attribution=self.attribution,
+                     probes=self.probes)
         return {k: v for k, v in named.items() if v is not None}
 
     def key_numbers(self) -> dict[str, float]:
@@ -62,7 +64,8 @@ class GeometryReport:
         for est in ESTIMATORS.values(): out[f"R² {est}"] = table_value(r, "r2", estimator=est)
         out.update({"R² AVG, scene left out": table_value(r, "r2_held_out", estimator="AVG"),
                     "R² AVG, shuffled": table_value(r, "r2_shuffled", estimator="AVG"),
-                    "retrieval AVG": table_value(r, "retrieval", estimator="AVG"), "retrieval AVG+POS": table_value(r, "retrieval", estimator="AVG+POS"),
+                    "retrieval AVG": table_value(r, "retrieval", estimator="AVG"),
+                    "retrieval AVG+POS": table_value(r, "retrieval", estimator="AVG+POS"),
                     "retrieval chance": table_value(r, "retrieval_chance", estimator="AVG"),
                     "edit k=1 AVG": table_value(e, "retrieval", estimator="AVG", k=1.0, group="all"),
                     "edit k=1 AVG, none shared": table_value(e, "retrieval", estimator="AVG", k=1.0,
@@ -107,14 +110,16 @@ class GeometryReport:
     def __repr__(self):
         kn, lines = self.key_numbers(), [f"GeometryReport of {self.table!r}, {self.seconds:.1f} s"]
         for head in ("R²", "retrieval", "edit k=1", "concept probe", "object probe", "bag of concepts"):
-            part = [f"{k.removeprefix(head).lstrip(', ') or 'held out'} {v:.2f}" for k, v in kn.items() if k.startswith(head) and np.isfinite(v)]
+            part = [f"{k.removeprefix(head).lstrip(', ') or 'held out'} {v:.2f}"
+                    for k, v in kn.items() if k.startswith(head) and np.isfinite(v)]
             if part: lines.append(f"  {head}: " + ", ".join(part))
         return "\n".join(lines)
 
 # %% ../../nbs/03g_report.ipynb #24190e20
 def report_settings(sections=SECTIONS, estimators=tuple(ESTIMATORS), edit_concept=0, ks=(0, 0.5, 1, 1.5, 2),
                     targets_per_slot=1,
-                     train_fraction=0.4, max_probe_scenes=8192, max_queries=1024, probe_l2=1e-3, probe_iters=100, seed=0) -> dict:
+                     train_fraction=0.4, max_probe_scenes=8192, max_queries=1024, probe_l2=1e-3, probe_iters=100,
+                    seed=0) -> dict:
     "The settings of a report, checked: a clear error for any that cannot work, before anything is computed."
     sections, estimators = name_list(sections, "sections"), name_list(estimators, "estimators")
     for s in sections: check_choice(s, SECTIONS, "section")

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from .additive import (
-    ESTIMATORS, UNITS, Components, additive_design, check_choice, estimate, fit_additive, r2_score, reconstruct_held_out)
+    ESTIMATORS, UNITS, Components, additive_design, check_choice, estimate, fit_additive, r2_score,
+                                          reconstruct_held_out)
 from .probes import Probes, fit_probes
 from .table import SceneTable
 from ..scenes import ConceptSpace
@@ -254,7 +255,8 @@ def editing_table(table: SceneTable, cases: EditCases, probes: Probes | None = N
                 m, mp = mask & ok, mask & use
                 rows.append(dict(estimator=ESTIMATORS[est], k=float(k), group=g, n=int(m.sum()),
                                  retrieval=_mean(hit[m]),
-                                 retrieval_chance=_mean(chance[m]), n_probe=int(mp.sum()), probe_concept=_mean(right["concept"][mp]),
+                                 retrieval_chance=_mean(chance[m]), n_probe=int(mp.sum()),
+                                 probe_concept=_mean(right["concept"][mp]),
                                  probe_object=_mean(right["object"][mp])))
     return pd.DataFrame(rows)
 
@@ -304,7 +306,8 @@ ATTRIBUTION_VARIANTS = ("none removed", "concepts removed", "concepts removed (p
 
 def attribution_table(table: SceneTable, train: np.ndarray, test: np.ndarray, probes: Probes | None = None,
                       seed: int = 0,
-                      l2: float = 1e-3, max_iter: int = 100, max_scenes: int | None = 8192, device="auto") -> pd.DataFrame:
+                      l2: float = 1e-3, max_iter: int = 100, max_scenes: int | None = 8192,
+                      device="auto") -> pd.DataFrame:
     """Table 5: held-out accuracy of probes refitted after subtracting the fitted concept or object components, or
     same-sized relabelled ones."""
     rng, rows = np.random.default_rng(seed), []
@@ -346,7 +349,8 @@ def mds_points(table: SceneTable, values: Sequence[Sequence[int]] | None = None,
     est = "single" if np.isin(list(objs.values()), table.single_ids).all() else "avg"
     comps = estimate(table, "object", est)
     pts = [dict(kind=f"object ({'single-object scene' if est == 'single' else 'AVG'})", label=name(o),
-                vector=table.single_emb[table.single_ids == o].mean(0) if est == "single" else comps.vectors[0, o]) for o in objs.values()]
+                vector=table.single_emb[table.single_ids == o].mean(0) if est == "single"
+                else comps.vectors[0, o]) for o in objs.values()]
     keys = table.keys(ordered=True)
     # 'a b + c d' and its binding swap 'a d + c b'
     for first, second in (((0, 0), (1, 1)), ((0, 1), (1, 0))):
