@@ -69,10 +69,10 @@ EVAL_OBJECT_BYTES = 40 # per object besides: the coverage split's int64 id array
 
 def eval_memory(cfg: RunConfig) -> int:
     """Estimated peak bytes of run `cfg`'s exhaustive evaluation (`evaluate`, at each validation and at the test).
-    Each chunk of `min(EVAL_CHUNK,
-                       max(n_val_scenes, n_test_scenes))` scenes is scored against all |O| = V**C objects at once:
-    a `[chunk, |O|]` float32 score matrix with the int64 counts and bool mask of the chunk's objects (`EVAL_PAIR_BYTES` a pair),
-    beside the object embeddings `[|O|, d_out]` float32 and the split's id arrays (`EVAL_OBJECT_BYTES` an object)."""
+    Each chunk of `min(EVAL_CHUNK, max(n_val_scenes, n_test_scenes))` scenes is scored against all |O| = V**C objects
+    at once: a `[chunk, |O|]` float32 score matrix with the int64 counts and bool mask of the chunk's objects
+    (`EVAL_PAIR_BYTES` a pair), beside the object embeddings `[|O|, d_out]` float32 and the split's id arrays
+    (`EVAL_OBJECT_BYTES` an object)."""
     chunk = min(EVAL_CHUNK, max(cfg.n_val_scenes, cfg.n_test_scenes))
     return cfg.space.n_objects * (chunk * EVAL_PAIR_BYTES + 4 * cfg.d_out + EVAL_OBJECT_BYTES)
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-import hashlib
 import json
 import platform
 import re
@@ -15,7 +14,6 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 

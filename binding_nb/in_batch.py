@@ -179,11 +179,10 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
                          space: ConceptSpace, generator: torch.Generator,
                          batch_size: int = 512, max_candidates: int = 64, swaps_per_scene: int = 1,
                          by_size: bool = False, baseline: bool = True) -> dict[str, float]:
-    """The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same candidates;
-    `by_size`: object recognition also of the one-object scenes (`object_acc_in_batch_single`) and of the others (`_multi`),
-    each scored among the candidates of its whole batch; `baseline` False: the accuracies alone (the same numbers,
-                                                                                                 sooner:
-    the baseline does not depend on the embeddings)."""
+    """The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same
+    candidates; `by_size`: object recognition also of the one-object scenes (`object_acc_in_batch_single`) and of the
+    others (`_multi`), each scored among the candidates of its whole batch; `baseline` False: the accuracies alone (the
+    same numbers, sooner: the baseline does not depend on the embeddings)."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
     n = len(scenes)

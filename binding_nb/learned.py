@@ -5,7 +5,6 @@
 # %% ../nbs/06_learned_binding.ipynb #32ecec52
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence

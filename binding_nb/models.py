@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 

@@ -85,7 +85,7 @@ class RunConfig:
     code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
     v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
     # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
-    inputs: str = "tokens"        # what the scene tower reads: an input kind known by name (models.registered_inputs)
+    inputs: str = "tokens"        # what the scene tower reads: an input kind known by name (inputs.registered_inputs)
     # that kind's settings (its settings object, or a dict of them); None: its defaults
     input_settings: dict | None = None
     # how to run, not what: left out of model_key

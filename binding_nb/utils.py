@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import BinaryIO, Callable
 
 import numpy as np

@@ -178,8 +178,7 @@ def _one(path: Path, convert_file, keys: dict, log) -> bool:
     try:
         if path.is_symlink(): raise Unconverted(f"is a link (to {path.resolve()}): convert the file it points to")
         convert_file(path, keys, log); return True
-    except Unconverted as e: log(f"{path}: {e}; left as it was")
-    except ValueError as e: log(f"{path}: {e}; left as it was")
+    except (Unconverted, ValueError) as e: log(f"{path}: {e}; left as it was")
     except OSError as e: log(f"{path}: cannot be rewritten ({e.strerror or safe_reason(e)}); left as it was")
     return False
 

@@ -4,7 +4,7 @@ meant to change nothing (a refactor) must reproduce them exactly; a change that 
 
 Record the reference again (only for a change meant to move the numbers, and said so): `python tests/test_golden_run.py`.
 """
-import dataclasses, hashlib, json, math, platform, sys
+import hashlib, json, math, platform, sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ def golden_config(name: str) -> RunConfig:
     return with_architecture(RunConfig(**TINY, **more), architecture)
 
 
-def weights_digest(state: dict) -> str:
+def digest_by_value(state: dict) -> str:
     """A digest of a model's weights that does not depend on their names or order: a refactor may rename or move a module,
     not change a number. Each tensor is hashed with its dtype and shape, and the sorted hashes are hashed."""
     one = lambda t: hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode() + t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
@@ -49,7 +49,7 @@ def golden_run(name: str, folder: Path) -> dict:
     ck = read_checkpoint(folder / "run.pt")
     return dict(losses=[h["loss"] for h in ck["history"]],
                 row={k: v for k, v in row.items() if k not in NOT_COMPARED},
-                last_weights=weights_digest(ck["model"]), selected_weights=weights_digest(ck["best_model"]))
+                last_weights=digest_by_value(ck["model"]), selected_weights=digest_by_value(ck["best_model"]))
 
 
 def same(a, b) -> bool:
