@@ -7,14 +7,14 @@ line per measurement:
 - `train`: training steps/s of a run at the page's CPU default (C=2, V=10, d_model 64, 2 layers, batch 128) with pixel
   inputs at each level, beside the same run on scene tokens, timed back to back after a warm-up.
 """
-import argparse, dataclasses, json, statistics, time
+import argparse, json, statistics, time
 
 import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.pixels import LEVELS, SquareRenderer
-from binding_nb.train import RunConfig, setup_run
+from binding_nb.train import run_config, RunConfig, setup_run
 from binding_nb.utils import resolve_device
 
 
@@ -58,8 +58,8 @@ def main() -> None:
         ms = render_ms(SquareRenderer(V=args.V, level=level), scenes)
         print(json.dumps(dict(bench="render", device=str(dev), threads=args.threads, level=level, n=args.n, V=args.V,
                               ms=round(ms, 1), images_per_s=round(args.n / ms * 1e3))), flush=True)
-    base = RunConfig(C=2, V=10, coverage=0.9, device=str(dev))
-    for name, cfg in [("tokens", base)] + [(f"pixels, level {l}", dataclasses.replace(base, inputs="pixels", input_settings=dict(level=l))) for l in LEVELS]:
+    base = run_config(C=2, V=10, coverage=0.9, device=str(dev))
+    for name, cfg in [("tokens", base)] + [(f"pixels, level {l}", base.replace(inputs="pixels", input_settings=dict(level=l))) for l in LEVELS]:
         print(json.dumps(dict(bench="train", device=str(dev), threads=args.threads, inputs=name, batch_size=cfg.batch_size,
                               steps_per_s=round(steps_per_second(cfg, args.seconds), 2))), flush=True)
 

@@ -15,7 +15,7 @@ import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
-from binding_nb.train import ARCHITECTURE_NAMES, RunConfig, setup_run, with_architecture
+from binding_nb.train import ARCHITECTURE_NAMES, run_config, RunConfig, setup_run, with_architecture
 from binding_nb.utils import resolve_device
 
 
@@ -55,7 +55,7 @@ def measure(cfg: RunConfig, seconds: float, amp: bool) -> dict:
     for _ in range(10):                                         # where a step's time goes (synchronised per part)
         sync(dev); t1 = time.perf_counter(); b = batch(); sync(dev); t2 = time.perf_counter()
         step(b); sync(dev); t3 = time.perf_counter()
-        split["batch"] += t2 - t1; split["model"] += t3 - t2; flops += step_flops(cfg.model_config(), b) if transformer else 0
+        split["batch"] += t2 - t1; split["model"] += t3 - t2; flops += step_flops(cfg.model, b) if transformer else 0
     steps_per_s = n / wall
     achieved = flops / 10 * steps_per_s / 1e9 if transformer else None
     peak = matmul_peak_gflops(dev, torch.bfloat16 if amp else torch.float32)
@@ -79,7 +79,7 @@ def main() -> None:
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
     a = p.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
-    base = RunConfig(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
+    base = run_config(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
                      d_out=64, steps=100_000, device=a.device, compile=a.compile)
     dev = resolve_device(base.device)
     for name in a.architectures:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -16,8 +15,8 @@ from tqdm import tqdm
 from .loop import fit, keep_test_best, TrainState
 from .models import batch_loss, DualEncoder
 from .results import CONVERT_ADVICE
-from .train import (check_config, concept_weight_at, evaluate, new_model, paper_test, result_row, RunConfig,
-                              setup_run)
+from .train import (check_config, concept_weight_at, evaluate, new_model, paper_test, result_row, run_config,
+                              RUN_SETTINGS, RunConfig, setup_run)
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
 
 # %% auto #0
@@ -28,7 +27,7 @@ __all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoi
 def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, sched,
                     generator: torch.Generator, state: TrainState) -> None:
     "Write the whole state of a run to `path` atomically, with a digest of its contents."
-    ck = dict(config=asdict(cfg), model=model.state_dict(), optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+    ck = dict(config=cfg.settings(), model=model.state_dict(), optimizer=opt.state_dict(), scheduler=sched.state_dict(),
               generator=generator.get_state(), **vars(state))
     buf = io.BytesIO(); torch.save(ck, buf)
     write_verified(path, buf.getvalue(), "checkpoint")
@@ -57,7 +56,7 @@ def read_checkpoint(path: str | Path) -> dict:
     if not isinstance(ck["config"], dict):
         raise ValueError(f"{path} holds a config that is not a dict of settings; it was left untouched: pass another "
                          f"checkpoint path")
-    known = {f.name for f in fields(RunConfig)}
+    known = set(RUN_SETTINGS)
     if (unknown := sorted(set(ck["config"]) - known)) or (lacking := sorted(known - set(ck["config"]))):
         what = f"settings this version of binding_nb does not know ({', '.join(map(str, unknown))})" if unknown else \
                f"no value for the settings {', '.join(lacking)}"
@@ -89,7 +88,7 @@ HOW_TO_RUN = ("device", "amp", "compile", "layout", "log_every", "ckpt_every", "
 
 def _trained_differences(saved: dict, cfg: RunConfig) -> list[str]:
     "The settings outside `HOW_TO_RUN` in which a checkpoint's config and `cfg` differ."
-    saved, now = asdict(RunConfig(**saved)), asdict(cfg)
+    saved, now = run_config(**saved).settings(), cfg.settings()
     return [f"{k} {saved[k]!r}, now {now[k]!r}" for k in now if k not in HOW_TO_RUN and saved[k] != now[k]]
 
 def load_checkpoint(path: str | Path, cfg: RunConfig | None = None) -> dict | None:
@@ -160,7 +159,7 @@ def load_model(path: str | Path, device: str = "auto", weights: str = "selected"
     if weights not in CHECKPOINT_WEIGHTS:
         raise ValueError(f"weights must be one of {CHECKPOINT_WEIGHTS}, got {weights!r}")
     ck = read_checkpoint(path)
-    cfg = RunConfig(**ck["config"])
+    cfg = run_config(**ck["config"])
     model = new_model(cfg)
     if weights == "test_best" and ck.get("test_best_model") is None:
         raise ValueError(f"{path} holds no test-best weights: it was written before binding_nb kept them, or before "

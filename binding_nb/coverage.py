@@ -5,7 +5,6 @@
 # %% ../nbs/05_coverage.ipynb #c7005a86
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 import os
@@ -36,7 +35,7 @@ __all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'COVERAGE_RESUL
 def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -> list[RunConfig]:
     "One validated config per base setting x (C, V) x coverage x seed; `base` is one setting or a list of them."
     bases = base if isinstance(base, (list, tuple)) else [base]
-    cfgs = [dataclasses.replace(b, C=C, V=V, coverage=cov, seed=s)
+    cfgs = [b.replace(C=C, V=V, coverage=cov, seed=s)
             for b in bases for C, V in spaces for cov in coverages for s in seeds]
     if not cfgs: raise ValueError("nothing to run: the settings, spaces, coverages and seeds must each be non-empty")
     for c in cfgs: check_config(c)

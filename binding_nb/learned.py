@@ -23,7 +23,7 @@ from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
-from .train import IN_BATCH_METRICS, RunConfig, embed_all_queries
+from .train import embed_all_queries, IN_BATCH_METRICS, run_config, RunConfig
 from .utils import (file_signature, fingerprint, in_processes, make_generator, save_figure, verified_digest,
                               whole_number)
 
@@ -273,7 +273,7 @@ def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cac
                   device="auto") -> LearnedBinding:
     """A trained model's binding function as the authors read it: its test-best weights, on every ordered pair of
     `paper_object_sample`, each scene scored among those objects."""
-    cfg = RunConfig(**read_checkpoint(checkpoint)["config"])
+    cfg = run_config(**read_checkpoint(checkpoint)["config"])
     return learned_binding(checkpoint, name=f"{cfg.run_name()} (the authors' protocol)", cache_dir=cache_dir,
                            device=device,
                            weights="test_best", among=paper_object_sample(cfg.space, n_objects, seed))

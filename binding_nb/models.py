@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .inputs import input_kind, register_inputs
 from .scenes import ConceptSpace, scene_sizes
 from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes, vocab
-from .utils import whole_number
+from .utils import plain_numbers, whole_number
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
@@ -33,9 +33,9 @@ ARCHITECTURES = ("transformer", "product")
 class ModelConfig:
     """Architecture of a dual encoder: the scenes it reads, what its scene tower reads them as, the kind of tower and
     its shape."""
-    C: int                          # concepts
-    V: int                          # values per concept
-    max_objects: int                # objects per scene, at most
+    C: int = 2                      # concepts
+    V: int = 10                     # values per concept
+    max_objects: int = 2            # objects per scene, at most
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
@@ -59,9 +59,10 @@ class ModelConfig:
     input_settings: object = None
 
     def __post_init__(self):
-        for name in ("C", "max_objects", "d_model", "n_layers", "n_heads", "d_out"):
+        plain_numbers(self)
+        whole_number(self.C, "C (number of concepts)", low=1); whole_number(self.V, "V (values per concept)", low=2)
+        for name in ("max_objects", "d_model", "n_layers", "n_heads", "d_out"):
             whole_number(getattr(self, name), name, low=1)
-        whole_number(self.V, "V", low=2)
         # ffn_mult 0 and ffn_width 0: no feed-forward (attention only)
         whole_number(self.ffn_mult, "ffn_mult", low=0)
         whole_number(self.ffn_width, "ffn_width", low=0)

@@ -21,7 +21,7 @@ from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, bindin
                                 learned_binding, paper_binding, paper_cells, paper_object_sample,
                                 unimodal_vs_crossmodal)
 from .sweeps import Cell, holdout_split
-from .train import RunConfig, check_config
+from .train import check_config, run_config, RunConfig
 from .utils import (in_processes, is_set_aside, number_in, resolve_device, whole_number, writable_folder)
 
 # %% auto #0
@@ -41,7 +41,7 @@ def architecture_name(cfg: RunConfig) -> str:
     the kind's label first (`InputKind.label`, e.g. 'deep sets h64, ' for B2's example kind)."""
     name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
     if cfg.inputs == "tokens": return name
-    return f"{input_kind(cfg.inputs).label(cfg.model_config().input_settings)}, {name}"   # the kind names itself
+    return f"{input_kind(cfg.inputs).label(cfg.model.input_settings)}, {name}"   # the kind names itself
 
 def _train_one(cfg: RunConfig, models_dir: Path) -> TrainedModel:
     row = run_one(cfg, models_dir, progress=False)
@@ -65,7 +65,7 @@ def trained_models(model_dir) -> list[TrainedModel]:
     found = []
     for ckpt in sorted(p for p in (model_dir / "checkpoints").glob("*.pt") if not is_set_aside(p)):
         # its settings only; the weights are read when it is studied
-        cfg = RunConfig(**read_checkpoint(ckpt)["config"])
+        cfg = run_config(**read_checkpoint(ckpt)["config"])
         mine = rows[COVERAGE_RESULTS.same(rows, run_identity(cfg)) & (rows.status == "ok")] if len(rows) else rows
         if len(mine): found.append(TrainedModel(cfg, ckpt, mine.iloc[0].to_dict()))
     return found

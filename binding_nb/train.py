@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 import numbers
 import dataclasses
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -24,168 +23,200 @@ from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept
                                object_recognition_among, sample_scenes,
                                scene_sizes)
 from .tokens import make_batch, SceneBatch
-from .utils import fingerprint, make_generator, resolve_device, whole_number
+from .utils import fingerprint, make_generator, plain_numbers, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'METRICS', 'SPLIT_METRICS',
-           'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS', 'RunConfig',
-           'check_config', 'with_recipe', 'gpu_scale', 'with_architecture', 'RunData', 'run_data', 'embed_all_queries',
-           'recognition', 'evaluate', 'swap_breakdown', 'new_model', 'build_model', 'make_optimizer',
-           'concept_weight_at', 'test_selected', 'result_row', 'diverged_row', 'paper_test_scenes', 'paper_test',
-           'setup_run']
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'SECTIONS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'METRICS',
+           'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
+           'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'Preset', 'with_recipe',
+           'with_architecture', 'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown',
+           'new_model', 'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row',
+           'diverged_row', 'paper_test_scenes', 'paper_test', 'setup_run']
 
 # %% ../nbs/B4_training.ipynb #62f4e75b
-@dataclass
-class RunConfig:
-    "Everything that defines one training run; saved with every checkpoint."
-    C: int = 2                    # concepts
-    V: int = 10                   # values per concept
-    max_objects: int = 2          # objects per training scene: 1..max_objects
+MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
+
+def _one_of(settings, name: str, options: tuple) -> None:
+    if getattr(settings, name) not in options:
+        raise ValueError(f"{name} must be one of {options}, got {getattr(settings, name)!r}")
+
+@dataclass(frozen=True)
+class DataConfig:
+    "Which objects a run sees and is tested on, and what its training batches hold."
     coverage: float = 0.5         # fraction of objects seen in training
-    seed: int = 0
-    steps: int = 1500
-    batch_size: int = 128         # scenes per step
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    ffn_mult: int = 4             # feed-forward width = ffn_mult * d_model
-    positional: str = "sinusoidal"  # 'sinusoidal' (amplitude 1) or 'learned' positional encoding
-    embed_std: float = 1.0        # init std of token (and learned position) embeddings
-    d_out: int = 64
-    lr: float = 3e-3
-    weight_decay: float = 0.01
-    warmup_frac: float = 0.1
-    n_perturb: int = 1            # perturbation negatives per object
+    seed: int = 0                 # the object split, initialisation, batches and evaluation scenes
     val_fraction: float = 0.1     # share of the train objects kept for checkpoint selection
-    eval_every: int = 250         # validation (checkpoint selection) every this many steps
-    ckpt_every: int = 250         # checkpoint every this many steps
     n_val_scenes: int = 512
     n_test_scenes: int = 1024
-    device: str = "auto"
-    # recipe choices (the authors' recipe differs in each; see `AUTHORS_RECIPE`)
-    ffn_width: int = 0            # feed-forward width; 0: ffn_mult * d_model
-    final_norm: bool = True       # LayerNorm before the output projection
-    init: str = "default"         # 'default' or 'xavier' linear weights
-    logit_scale_init: float = math.log(1 / 0.07)   # the temperature's log-scale at initialisation ...
-    logit_scale_max: float = math.log(100)         # ... and its upper clamp
+    batch_size: int = 128         # scenes per step
+    n_perturb: int = 1            # perturbation negatives per object
     concept_queries: str = "all"  # concept queries: every value ('all') or those 'present' in the batch
     swaps_per_scene: int = 0      # attribute-swap negatives per scene: 0 all of them, else that many at random
     max_object_positives: int = 0 # 0: every object of a batch is a query; else at most this many
     negatives_from: str = "fit"   # negatives from the 'fit' objects only, or from 'all' objects (held-out ones too)
+
+    def __post_init__(self):
+        plain_numbers(self)
+        if not (isinstance(self.coverage, numbers.Real) and 0 < self.coverage <= 1):
+            raise ValueError(f"coverage must be in (0, 1] (the fraction of objects seen in training), "
+                             f"got {self.coverage!r}")
+        if whole_number(self.seed, "seed", low=0) >= 2 ** 32:
+            raise ValueError(f"seed must be below 2**32, got {self.seed!r}")
+        for name in ("batch_size", "n_val_scenes", "n_test_scenes"): whole_number(getattr(self, name), name, low=1)
+        whole_number(self.swaps_per_scene, "swaps_per_scene", low=0)
+        whole_number(self.max_object_positives, "max_object_positives", low=0)
+        _one_of(self, "concept_queries", ("all", "present")); _one_of(self, "negatives_from", ("fit", "all"))
+
+@dataclass(frozen=True)
+class TrainConfig:
+    "How a run is optimised, validated and checkpointed."
+    steps: int = 1500
+    lr: float = 3e-3
+    weight_decay: float = 0.01
     query_weight_decay: float | None = None   # the query encoder's weight decay; None: weight_decay
+    warmup_frac: float = 0.1
+    schedule: str = "linear"      # after the warm-up: 'linear' decay to 0, or 'constant'
     concept_weight: float = 1.0   # weight of the concept loss ...
     concept_off_at: float = 0.0   # ... constant (0), or decayed linearly to 0 by this fraction of the steps
     concept_on_at: float = 0.0    # ... or off (0) until this fraction of the steps: the object loss first
-    schedule: str = "linear"      # after the warm-up: 'linear' decay to 0, or 'constant'
     grokfast: float = 0.0         # > 0: add this many times a slow (EMA, 0.98) average of each gradient to it
-    # the architecture (App. B.2): transformers, or product towers on a value code
-    architecture: str = "transformer"   # 'transformer' or 'product'
-    share_embedding: bool = False # transformer: one token embedding for both towers
-    rank: int = 64                # product: width of each value's vectors u and v
-    code: str = "shared"          # product: value tables 'shared' by the towers, or 'independent'
-    v_mean: float = 0.0           # product: init mean of v (0: zero-mean)
-    # the scene tower's inputs (App. E, page 07): scene tokens, or images of the scenes rendered in each batch
-    inputs: str = "tokens"        # what the scene tower reads: an input kind known by name (inputs.registered_inputs)
-    # that kind's settings (its settings object, or a dict of them); None: its defaults
-    input_settings: dict | None = None
-    # how to run, not what: left out of model_key
+    eval_every: int = 250         # validation (checkpoint selection) every this many steps
+    ckpt_every: int = 250         # checkpoint every this many steps
+
+    def __post_init__(self):
+        plain_numbers(self)
+        for name in ("steps", "eval_every", "ckpt_every"): whole_number(getattr(self, name), name, low=1)
+        if not self.lr > 0: raise ValueError(f"lr must be > 0, got {self.lr!r}")
+        if not 0 <= self.warmup_frac < 1: raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac!r}")
+        if self.query_weight_decay is not None and not self.query_weight_decay >= 0:
+            raise ValueError(f"query_weight_decay must be None or >= 0, got {self.query_weight_decay!r}")
+        if not (self.concept_weight >= 0 and 0 <= self.concept_off_at <= 1 and 0 <= self.concept_on_at < 1):
+            raise ValueError(f"need concept_weight >= 0, concept_off_at in [0, 1] and concept_on_at in [0, 1), got "
+                             f"{self.concept_weight!r}, {self.concept_off_at!r} and {self.concept_on_at!r}")
+        if self.concept_off_at and self.concept_on_at:
+            raise ValueError("concept_off_at and concept_on_at exclude each other: set one of them")
+        _one_of(self, "schedule", ("linear", "constant"))
+        if not self.grokfast >= 0: raise ValueError(f"grokfast must be >= 0 (0: off), got {self.grokfast!r}")
+
+@dataclass(frozen=True)
+class Runtime:
+    "How a run is computed, not what: left out of `model_key`, and a run resumes under other values (App. B.5)."
+    device: str = "auto"          # checked where the run runs (`check_config`)
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
     log_every: int = 50           # read the loss (a host synchronisation) every this many steps
     # attention groups: 'packed' (by length), 'padded' (no host sync) or 'auto' (padded on CUDA)
     layout: str = "auto"
 
-    # numpy scalars and integral floats (np.int64(4), 8.0) become the Python numbers they stand for
     def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.generic): setattr(self, f.name, v := v.item())
-            if f.type == "int" and isinstance(v, float) and v.is_integer(): setattr(self, f.name, int(v))
-        # a dict: what a checkpoint stores
-        if dataclasses.is_dataclass(self.input_settings): self.input_settings = asdict(self.input_settings)
+        plain_numbers(self)
+        _one_of(self, "amp", ("auto", "bf16", "fp32")); _one_of(self, "layout", ("auto", "packed", "padded"))
+        whole_number(self.log_every, "log_every", low=1)
+
+
+# %% ../nbs/B4_training.ipynb #07933be2
+# a run's parts, in the order of its settings
+SECTIONS = dict(model=ModelConfig, data=DataConfig, train=TrainConfig, runtime=Runtime)
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one training run, in four parts: the model (the scenes it reads, its input kind and
+    towers), the data, the training and the runtime. A setting is read by its name wherever it sits (`cfg.d_model` is
+    `cfg.model.d_model`), set by its name (`run_config`, `replace`), and saved with every checkpoint (`settings`)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    runtime: Runtime = field(default_factory=Runtime)
+
+    def __post_init__(self):
+        for part, kind in SECTIONS.items():
+            if not isinstance(getattr(self, part), kind):
+                raise TypeError(f"a run's {part} must be a {kind.__name__}, got {type(getattr(self, part)).__name__}")
+        C, m = self.model.C, self.model.max_objects
+        if (assignments := math.factorial(m) ** (C - 1)) > MAX_VALUE_ASSIGNMENTS:
+            fits = max(k for k in range(1, m) if math.factorial(k) ** (C - 1) <= MAX_VALUE_ASSIGNMENTS)
+            raise ValueError(f"max_objects={m} with C={C} gives scenes whose bag-of-concepts baseline needs "
+                             f"{assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use "
+                             f"max_objects <= {fits}")
+
+    def __getattr__(self, name: str):
+        if name in RUN_SETTINGS: return getattr(object.__getattribute__(self, RUN_SETTINGS[name]), name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
-    def space(self) -> ConceptSpace: return ConceptSpace([self.V] * self.C)
+    def space(self) -> ConceptSpace: return self.model.space
     def split(self) -> CoverageSplit:
         """The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and
         val_fraction."""
         return coverage_split(self.space, self.coverage, self.seed, self.val_fraction)
-    def model_config(self) -> ModelConfig:
-        "The architecture of this run's dual encoder: the settings of this run that `ModelConfig` has."
-        return ModelConfig(**{k: v for k, v in asdict(self).items() if k in _MODEL_FIELDS})
+    def settings(self) -> dict:
+        """Every setting by name, in one flat dict (what a checkpoint stores): `run_config(**cfg.settings()) == cfg`.
+        The input kind's settings are those that differ from its defaults (None: none do)."""
+        out = {k: v for part in SECTIONS for k, v in asdict(getattr(self, part)).items()}
+        return out | dict(input_settings=input_kind(self.inputs).changed_settings(self.model.input_settings) or None)
+    def replace(self, **settings) -> RunConfig:
+        "This run with the settings named changed; each part changed is checked again."
+        if unknown := sorted(set(settings) - set(RUN_SETTINGS)):
+            raise TypeError(f"a run has no settings {unknown}: its settings are {', '.join(RUN_SETTINGS)}")
+        def part(name: str):
+            changed = {k: v for k, v in settings.items() if RUN_SETTINGS[k] == name}
+            return dataclasses.replace(getattr(self, name), **changed) if changed else getattr(self, name)
+        return RunConfig(**{name: part(name) for name in SECTIONS})
     def model_key(self) -> str:
-        "A short hash of every setting but coverage, seed and how to run: runs with the same key are comparable."
-        d = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_KEY + ("input_settings",)}
+        "A short hash of every setting but coverage, seed and the runtime: runs with the same key are comparable."
+        d = {k: v for k, v in self.settings().items() if k not in _NOT_IN_KEY + ("input_settings",)}
         # an input kind's settings, where they differ from its defaults
-        d |= input_kind(self.inputs).changed_settings(self.input_settings)
+        d |= input_kind(self.inputs).changed_settings(self.model.input_settings)
         return fingerprint(d, length=10, algorithm="sha1")
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
 
-_NOT_IN_KEY = ("coverage", "seed", "device", "amp", "compile", "log_every", "layout")
-_MODEL_FIELDS = {f.name for f in fields(ModelConfig)}
+# each setting's name and the part that holds it
+RUN_SETTINGS = {f.name: part for part, kind in SECTIONS.items() for f in fields(kind)}
+_NOT_IN_KEY = ("coverage", "seed", *(f.name for f in fields(Runtime)))
+
+def run_config(**settings) -> RunConfig:
+    "A run's config from its settings by name (`RUN_SETTINGS`); a setting not given keeps its default."
+    return RunConfig().replace(**settings)
+
 
 # %% ../nbs/B4_training.ipynb #e9620c54
-MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
-
 def check_config(cfg: RunConfig) -> RunConfig:
-    "Raise a `ValueError` that says what to change when a run's settings make no sense."
-    whole_number(cfg.C, "C (number of concepts)", low=1); whole_number(cfg.V, "V (values per concept)", low=2)
-    if not (isinstance(cfg.coverage, numbers.Real) and 0 < cfg.coverage <= 1):
-        raise ValueError(f"coverage must be in (0, 1] (the fraction of objects seen in training), got {cfg.coverage!r}")
-    if whole_number(cfg.seed, "seed", low=0) >= 2 ** 32: raise ValueError(f"seed must be below 2**32, got {cfg.seed!r}")
-    for name in ("steps", "batch_size", "max_objects", "eval_every", "ckpt_every", "n_val_scenes", "n_test_scenes"):
-        whole_number(getattr(cfg, name), name, low=1)
-    if not cfg.lr > 0: raise ValueError(f"lr must be > 0, got {cfg.lr!r}")
-    if not 0 <= cfg.warmup_frac < 1: raise ValueError(f"warmup_frac must be in [0, 1), got {cfg.warmup_frac!r}")
-    for name, options in (("concept_queries", ("all", "present")), ("negatives_from", ("fit", "all")),
-                          ("amp", ("auto", "bf16", "fp32")),
-                          ("layout", ("auto", "packed", "padded"))):
-        if getattr(cfg, name) not in options:
-            raise ValueError(f"{name} must be one of {options}, got {getattr(cfg, name)!r}")
-    whole_number(cfg.swaps_per_scene, "swaps_per_scene", low=0)
-    whole_number(cfg.max_object_positives, "max_object_positives", low=0)
-    whole_number(cfg.log_every, "log_every", low=1)
-    if cfg.query_weight_decay is not None and not cfg.query_weight_decay >= 0:
-        raise ValueError(f"query_weight_decay must be None or >= 0, got {cfg.query_weight_decay!r}")
-    if not (cfg.concept_weight >= 0 and 0 <= cfg.concept_off_at <= 1 and 0 <= cfg.concept_on_at < 1):
-        raise ValueError(f"need concept_weight >= 0, concept_off_at in [0, 1] and concept_on_at in [0, 1), got "
-                         f"{cfg.concept_weight!r}, {cfg.concept_off_at!r} and {cfg.concept_on_at!r}")
-    if cfg.concept_off_at and cfg.concept_on_at:
-        raise ValueError("concept_off_at and concept_on_at exclude each other: set one of them")
-    if cfg.schedule not in ("linear", "constant"):
-        raise ValueError(f"schedule must be 'linear' or 'constant', got {cfg.schedule!r}")
-    if not cfg.grokfast >= 0: raise ValueError(f"grokfast must be >= 0 (0: off), got {cfg.grokfast!r}")
-    assignments = math.factorial(cfg.max_objects) ** (cfg.C - 1)
-    if assignments > MAX_VALUE_ASSIGNMENTS:
-        fits = max(m for m in range(1, cfg.max_objects) if math.factorial(m) ** (cfg.C - 1) <= MAX_VALUE_ASSIGNMENTS)
-        raise ValueError(f"max_objects={cfg.max_objects} with C={cfg.C} gives scenes whose bag-of-concepts baseline "
-                         f"needs {assignments:,} value assignments (at most {MAX_VALUE_ASSIGNMENTS:,}); use "
-                         f"max_objects <= {fits}")
-    # the architecture checks its own fields, and its input kind its settings
-    cfg.model_config()
+    """`cfg`, once its device is known to be on this machine: every other setting was checked when `cfg` was made, and
+    a `ValueError` says what to change when its device is not here."""
+    if not isinstance(cfg, RunConfig):
+        raise TypeError(f"a run's config must be a RunConfig (made by run_config), got {type(cfg).__name__}")
     resolve_device(cfg.device)
     return cfg
 
 # %% ../nbs/B4_training.ipynb #03697bf7
-AUTHORS_RECIPE = dict(logit_scale_init=1.15, logit_scale_max=math.log(10), init="xavier", final_norm=False,
-                      ffn_width=2048,
-                      concept_queries="present", max_object_positives=64, swaps_per_scene=1, negatives_from="all")
+@dataclass(frozen=True)
+class Preset:
+    """A named change of a run's settings, checked when it is defined; `only_defaults`: it changes only the settings
+    still at their defaults, so that one set on purpose stays."""
+    name: str
+    settings: dict
+    only_defaults: bool = False
+    def __post_init__(self): run_config(**self.settings)
+    def __call__(self, cfg: RunConfig) -> RunConfig:
+        "`cfg` with this preset's settings."
+        default = RunConfig()
+        kept = lambda k: self.only_defaults and getattr(cfg, k) != getattr(default, k)
+        return cfg.replace(**{k: v for k, v in self.settings.items() if not kept(k)})
+
+AUTHORS_RECIPE = Preset("the authors' recipe", dict(
+    logit_scale_init=1.15, logit_scale_max=math.log(10), init="xavier", final_norm=False, ffn_width=2048,
+    concept_queries="present", max_object_positives=64, swaps_per_scene=1, negatives_from="all"))
 
 def with_recipe(cfg: RunConfig, recipe: str = "ours") -> RunConfig:
     "`cfg` with the choices of a recipe: 'ours' (as it is) or 'authors' (`AUTHORS_RECIPE`)."
     if recipe not in ("ours", "authors"): raise ValueError(f"recipe must be 'ours' or 'authors', got {recipe!r}")
-    return cfg if recipe == "ours" else dataclasses.replace(cfg, **AUTHORS_RECIPE)
+    return cfg if recipe == "ours" else AUTHORS_RECIPE(cfg)
 
 # %% ../nbs/B4_training.ipynb #8b7e77ce
-GPU_SCALE = dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4, d_out=64, lr=3e-5, eval_every=2500,
-                 ckpt_every=2500)
-
-def gpu_scale(base: RunConfig) -> RunConfig:
-    """`base` at the authors' documented scale (`GPU_SCALE`), except for the sizes that were set to other than their
-    defaults."""
-    default = RunConfig()
-    return dataclasses.replace(base, **{k: v for k, v in GPU_SCALE.items() if getattr(base, k) == getattr(default, k)})
+GPU_SCALE = Preset("the authors' GPU scale", dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4,
+                                                  d_out=64, lr=3e-5, eval_every=2500, ckpt_every=2500),
+                   only_defaults=True)
 
 # %% ../nbs/B4_training.ipynb #f24ea4f9
 ARCHITECTURE_NAMES = ("transformer", "product-shared", "product-independent")
@@ -194,9 +225,8 @@ def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank:
     "`cfg` with the towers called `name` (one of `ARCHITECTURE_NAMES`); the product encoders train at `product_lr`."
     if name not in ARCHITECTURE_NAMES:
         raise ValueError(f"architecture must be one of {ARCHITECTURE_NAMES}, got {name!r}")
-    if name == "transformer": return dataclasses.replace(cfg, architecture="transformer")
-    return dataclasses.replace(cfg, architecture="product", code=name.removeprefix("product-"), lr=product_lr,
-                               rank=rank)
+    if name == "transformer": return cfg.replace(architecture="transformer")
+    return cfg.replace(architecture="product", code=name.removeprefix("product-"), lr=product_lr, rank=rank)
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -232,8 +262,8 @@ def embed_all_queries(model: DualEncoder, space: ConceptSpace, chunk: int = 3276
     "Unit embeddings of every concept value `[sum V_k, d_out]` and every object `[|O|, d_out]`, objects in chunks."
     dev = model.logit_scale.device
     values = model.embed_queries(torch.arange(space.n_values, device=dev))[0]
-    objects = torch.cat([model.embed_queries(space.object_values(ids))[0] for ids in torch.arange(space.n_objects,
-                                                                                                  device=dev).split(chunk)])
+    ids = torch.arange(space.n_objects, device=dev)
+    objects = torch.cat([model.embed_queries(space.object_values(part))[0] for part in ids.split(chunk)])
     return values, objects
 
 # %% ../nbs/B4_training.ipynb #7ec0a9b1
@@ -290,7 +320,7 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
 # %% ../nbs/B4_training.ipynb #3fd3767b
 def new_model(cfg: RunConfig) -> DualEncoder:
     "A dual encoder of `cfg`'s architecture and input kind, initialised from the global RNG."
-    return DualEncoder(cfg.model_config())
+    return DualEncoder(cfg.model)
 
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
@@ -312,7 +342,8 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.
         params = [dict(params=[p for p in model.parameters() if p not in query]),
                   dict(params=list(model.query_encoder.parameters()), weight_decay=cfg.query_weight_decay)]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear_decay(cfg.steps, cfg.warmup_frac, cfg.schedule == "linear"))
+    schedule = warmup_linear_decay(cfg.steps, cfg.warmup_frac, decay=cfg.schedule == "linear")
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, schedule)
 
 # %% ../nbs/B4_training.ipynb #86a805f3
 def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
@@ -379,7 +410,8 @@ def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, dev
 def diverged_row(cfg: RunConfig, err: TrainingDiverged) -> dict:
     "The results-table row of a run that diverged: its settings, empty accuracies, status 'diverged'."
     split = cfg.split()
-    return _results_row(cfg, **dict.fromkeys([*METRICS, "train_seconds", "val_object_acc", "val_concept_acc"], float("nan")),
+    empty = dict.fromkeys([*METRICS, "train_seconds", "val_object_acc", "val_concept_acc"], float("nan"))
+    return _results_row(cfg, **empty,
                         best_step=0, n_fit=len(split.fit), n_heldout=len(split.heldout), n_test_scenes=0,
                         device=str(resolve_device(cfg.device)), status="diverged")
 

@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import io
 import json
+import dataclasses
 import numbers
 import os
 import re
@@ -30,9 +31,9 @@ import torch
 # %% auto #0
 __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder',
            'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason', 'fingerprint',
-           'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'number_in',
-           'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table', 'in_processes',
-           'repo_root', 'repo_path']
+           'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'plain_numbers',
+           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table',
+           'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -244,6 +245,16 @@ def whole_number(x, what: str, low: int | None = None) -> int:
         raise ValueError(f"{what} must be a whole number, got {x!r}")
     if low is not None and x < low: raise ValueError(f"{what} must be >= {low}, got {x!r}")
     return int(x)
+
+# %% ../nbs/utils.ipynb #20ffaf49
+def plain_numbers(settings) -> None:
+    """Make the fields of the dataclass instance `settings` (frozen or not) plain Python numbers, in place: numpy
+    scalars become Python scalars, and integral floats in fields declared `int` become ints."""
+    for f in dataclasses.fields(settings):
+        v = getattr(settings, f.name)
+        if isinstance(v, np.generic): v = v.item()
+        if f.type in ("int", int) and isinstance(v, float) and v.is_integer(): v = int(v)
+        object.__setattr__(settings, f.name, v)
 
 # %% ../nbs/utils.ipynb #113704c5
 def number_in(x, what: str, low: float | None = None, high: float | None = None, low_open: bool = False,

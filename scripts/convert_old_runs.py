@@ -24,7 +24,7 @@ one line.
 from __future__ import annotations
 
 import argparse, csv, io, re, sys
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -37,7 +37,7 @@ from binding_nb.inputs import input_kind
 from binding_nb.models import Tower
 from binding_nb.pixels import PixelConfig
 from binding_nb.checkpoints import load_model
-from binding_nb.train import new_model, RunConfig
+from binding_nb.train import new_model, run_config, RUN_SETTINGS, RunConfig
 from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, safe_reason, set_aside, write_verified
 
 # ---- what older versions wrote (this file is the only place that knows it) ----
@@ -57,10 +57,10 @@ RUN_KEY = re.compile(r"^(C\d+_V\d+_cov[^_]+_seed\d+_)([0-9a-f]{10})$")   # a run
 
 def old_model_key(cfg: RunConfig) -> str:
     "The `model_key` older versions gave `cfg`: later settings at their defaults left out, so that earlier keys stayed the same."
-    default = RunConfig()
-    d = {k: v for k, v in asdict(cfg).items() if k not in OLD_NOT_IN_KEY + ("input_settings",)
+    default = run_config()
+    d = {k: v for k, v in cfg.settings().items() if k not in OLD_NOT_IN_KEY + ("input_settings",)
          and not (k in OLD_ADDED_LATER and v == getattr(default, k))}
-    d |= input_kind(cfg.inputs).changed_settings(cfg.input_settings)   # the flat pixel settings were hashed alike (json sorts keys)
+    d |= input_kind(cfg.inputs).changed_settings(cfg.model.input_settings)   # the flat pixel settings were hashed alike (json sorts keys)
     return fingerprint(d, length=10, algorithm="sha1")
 
 
@@ -71,9 +71,9 @@ def new_config(saved: dict) -> dict:
     if flat and saved.get("inputs") == "pixels":
         default = asdict(PixelConfig())
         saved["input_settings"] = {**{k: v for k, v in flat.items() if v != default[k]}, **(saved.get("input_settings") or {})} or None
-    if unknown := sorted(set(saved) - {f.name for f in fields(RunConfig)}):
+    if unknown := sorted(set(saved) - set(RUN_SETTINGS)):
         raise ValueError(f"settings no version this converter knows wrote ({', '.join(unknown)})")
-    return asdict(RunConfig(**saved))
+    return run_config(**saved).settings()
 
 
 def new_weights(cfg: RunConfig, weights: dict | None) -> dict | None:
@@ -97,7 +97,7 @@ def convert_checkpoint(path: Path, keys: dict[str, str], log) -> None:
     if not (isinstance(ck, dict) and {"config", "model", "step"} <= ck.keys()):
         raise Unconverted("not a checkpoint of a run")
     config = new_config(ck["config"])
-    cfg = RunConfig(**config)
+    cfg = run_config(**config)
     old, new = old_model_key(cfg), cfg.model_key()
     keys[old] = new
     named = RUN_KEY.match(path.stem)

@@ -19,7 +19,7 @@ Writes under --out: gpu_runs.csv (one row per run, rewritten after every run, so
 gpu_timing.json (hardware, software, steps/s, planned and run steps, wall times), fig6_gpu.png and fig6_gpu.pdf.
 Needs only torch, numpy, pandas and matplotlib beside the library: no papermill or nbdev.
 """
-import argparse, dataclasses, json, platform, subprocess, time
+import argparse, json, platform, subprocess, time
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +28,7 @@ import torch
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.checkpoints import train_run
-from binding_nb.train import GPU_SCALE, RunConfig, setup_run, with_recipe
+from binding_nb.train import GPU_SCALE, run_config, RunConfig, setup_run, with_recipe
 from binding_nb.utils import resolve_device
 
 TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
@@ -38,15 +38,15 @@ SHARES = {"a": 0.25, "b": 0.25, "d": 0.17, "e": 0.13, "c": 0.2}
 
 def planned_runs(args) -> list[tuple[str, RunConfig]]:
     "(label, config) of every run, in priority order; steps are the documented maximum, cut to the budget later."
-    scale = TINY_SCALE if args.tiny else GPU_SCALE
+    scale = TINY_SCALE if args.tiny else GPU_SCALE.settings
     v_small, v_large = (6, 8) if args.tiny else (20, 50)
-    base = RunConfig(C=2, max_objects=2, device=args.device, log_every=200, **scale)
-    runs = [("a", with_recipe(dataclasses.replace(base, V=v_small, coverage=0.8), "authors")),
-            ("b", dataclasses.replace(base, V=v_small, coverage=0.8)),
-            ("d", dataclasses.replace(base, V=v_small, coverage=0.8, share_embedding=True)),
-            ("e", dataclasses.replace(base, V=v_small, coverage=0.8, inputs="pixels", input_settings=dict(level=3, **TINY_PIXELS if args.tiny else {}),
+    base = run_config(C=2, max_objects=2, device=args.device, log_every=200, **scale)
+    runs = [("a", with_recipe(base.replace(V=v_small, coverage=0.8), "authors")),
+            ("b", base.replace(V=v_small, coverage=0.8)),
+            ("d", base.replace(V=v_small, coverage=0.8, share_embedding=True)),
+            ("e", base.replace(V=v_small, coverage=0.8, inputs="pixels", input_settings=dict(level=3, **TINY_PIXELS if args.tiny else {}),
                                        **{} if args.tiny else dict(n_layers=8)))]
-    runs += [("c", with_recipe(dataclasses.replace(base, V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
+    runs += [("c", with_recipe(base.replace(V=v_large, coverage=c), args.c_recipe)) for c in args.coverages]
     return runs
 
 
@@ -131,13 +131,13 @@ def main(argv: list[str] | None = None, clock=time.perf_counter) -> None:
         steps = min(cfg.steps, int(0.8 * seconds * rates[(cfg.V, cfg.model_key())]))   # 20% for evaluation and slack
         if steps < 50:
             timing["runs"].append(dict(run=label, coverage=cfg.coverage, skipped="not enough time left")); continue
-        run = dataclasses.replace(cfg, steps=steps, eval_every=max(1, steps // 10), ckpt_every=steps)
+        run = cfg.replace(steps=steps, eval_every=max(1, steps // 10), ckpt_every=steps)
         t0 = clock()
         row = train_run(run, checkpoint=None, progress=False)
         wall = clock() - t0
         recipe = "authors" if run.init == "xavier" else "ours"
         rows.append(dict(run=label, recipe=recipe, shared_embedding=run.share_embedding, inputs=run.inputs,
-                         level=run.model_config().input_settings.level if run.inputs == "pixels" else None, **row, wall_s=round(wall, 1),
+                         level=run.model.input_settings.level if run.inputs == "pixels" else None, **row, wall_s=round(wall, 1),
                          documented_steps=cfg.steps))
         timing["runs"].append(dict(run=label, recipe=recipe, V=run.V, coverage=run.coverage, steps_planned=steps,
                                    steps_run=run.steps, wall_s=round(wall, 1), steps_per_s=round(run.steps / wall, 2)))

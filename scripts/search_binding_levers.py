@@ -44,10 +44,10 @@ def run(job: tuple[str, str, int]) -> dict:
     torch.set_num_threads(1)
     from binding_nb.scenes import sample_scenes
     from binding_nb.checkpoints import load_model, train_run
-    from binding_nb.train import RunConfig, evaluate, run_data
+    from binding_nb.train import evaluate, run_config, run_data
     name, space, seed = job
     change, spaces = LEVERS[name]
-    cfg = RunConfig(**{**BASE, **spaces[space], **change, "seed": seed})
+    cfg = run_config(**{**BASE, **spaces[space], **change, "seed": seed})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         row = train_run(cfg, Path(tmp) / "run.pt", progress=False)

@@ -9,7 +9,7 @@ Runs the configurations in `--workers` processes of one thread each and writes o
 concept and object recognition, the baseline, object recognition on test scenes with a seen / only unseen attribute swaps,
 wall time) to --out as they finish.
 """
-import argparse, dataclasses, json, math, multiprocessing as mp, time
+import argparse, json, math, multiprocessing as mp, time
 from pathlib import Path
 
 import pandas as pd
@@ -36,9 +36,9 @@ def run(name: str) -> dict:
     import torch
     torch.set_num_threads(1)
     from binding_nb.checkpoints import train_run
-    from binding_nb.train import RunConfig, with_recipe
+    from binding_nb.train import run_config, with_recipe
     change = SEARCH[name]
-    cfg = with_recipe(RunConfig(**BASE), "authors") if change == "authors" else RunConfig(**BASE, **change)
+    cfg = with_recipe(run_config(**BASE), "authors") if change == "authors" else run_config(**BASE, **change)
     t0 = time.perf_counter()
     row = train_run(cfg, None, progress=False)
     return dict(configuration=name, **{k: row[k] for k in ("concept_acc", "object_acc", "bag_of_concepts_acc",

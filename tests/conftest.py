@@ -112,11 +112,10 @@ TINY_RUN = dict(V=5, steps=40, batch_size=32, d_model=32, n_layers=2, eval_every
 def uninterrupted(tmp_path_factory):
     """`uninterrupted(cfg)`: the result row of `cfg` trained without a stop, and its checkpoint (read it, never write it),
     trained once per session however many resume tests compare against it."""
-    import dataclasses
     from binding_nb.checkpoints import train_run
     folder, done = tmp_path_factory.mktemp("uninterrupted"), {}
     def run(cfg) -> tuple[dict, "Path"]:
-        key = repr(dataclasses.asdict(cfg))
+        key = repr(cfg.settings())
         if key not in done:
             path = folder / f"run{len(done)}.pt"
             done[key] = (train_run(cfg, path, progress=False), path)

@@ -14,7 +14,7 @@ from binding_nb.jobs import make_executor, run_states, submit_sweep, SweepJob
 from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, sweep_configs
 from binding_nb import checkpoints
 from binding_nb.checkpoints import load_checkpoint, read_checkpoint, train_run
-from binding_nb.train import RunConfig
+from binding_nb.train import run_config
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 TINY = dict(V=4, batch_size=32, d_model=16, n_layers=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
@@ -54,15 +54,15 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     """Two local jobs at once, submitted by a script that then exits. Mid-run, one is killed and the other preempted (the
     signal Slurm sends): submitit requeues the preempted one, which resumes from its checkpoint. A rerun resubmits only the
     killed one, which resumes too, and the table equals the in-process sweep's."""
-    base = RunConfig(steps=250, eval_every=50, ckpt_every=50, **TINY)
+    base = run_config(steps=250, eval_every=50, ckpt_every=50, **TINY)
     cfgs = sweep_configs(base, *SWEEP)
     there = tmp_path / "there"
     script = textwrap.dedent(f"""
         from binding_nb.jobs import make_executor
         from binding_nb.jobs import submit_sweep
-        from binding_nb.train import RunConfig
+        from binding_nb.train import run_config
         ex = make_executor("local", {str(there / "jobs" / "submitit")!r}, gpus=0, time_min=10)
-        rows = submit_sweep(RunConfig(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
+        rows = submit_sweep(run_config(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
                          executor=ex, wait=False, progress=False)
         assert rows.empty                      # returned at once
     """)
@@ -105,14 +105,14 @@ def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted
     """A local job's controller is killed (with the kernel that started it) while its worker trains: the worker trains on as
     an orphan and holds the run's checkpoint lock. The run is in flight, and says why; a rerun resubmits nothing. Once the
     worker ends too, without a row, the run is failed."""
-    base = RunConfig(steps=100_000, eval_every=10, ckpt_every=10, **TINY)          # far longer than the test
+    base = run_config(steps=100_000, eval_every=10, ckpt_every=10, **TINY)          # far longer than the test
     cfgs = sweep_configs(base, [[2, 4]], [0.5], [0])
     out = tmp_path / "sweep"
     script = textwrap.dedent(f"""
         from binding_nb.jobs import make_executor, submit_sweep
-        from binding_nb.train import RunConfig
+        from binding_nb.train import run_config
         ex = make_executor("local", {str(out / "jobs" / "submitit")!r}, gpus=0, time_min=10)
-        submit_sweep(RunConfig(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], [0], {str(out)!r},
+        submit_sweep(run_config(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], [0], {str(out)!r},
                      executor=ex, wait=False, progress=False)
     """)
     subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=120)
@@ -142,7 +142,7 @@ def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted
 
 def test_run_another_process_trains_is_not_submitted(tmp_path):
     "A run with no job whose checkpoint lock another process holds (a notebook training it in-process) is in flight, not submitted."
-    cfgs = sweep_configs(RunConfig(steps=20, eval_every=10, ckpt_every=10, **TINY), [[2, 4]], [0.5], [0])
+    cfgs = sweep_configs(run_config(steps=20, eval_every=10, ckpt_every=10, **TINY), [[2, 4]], [0.5], [0])
     out = tmp_path / "sweep"; (out / "checkpoints").mkdir(parents=True)
     lock = out / "checkpoints" / f"{cfgs[0].run_name()}.pt.lock"
     holder = subprocess.Popen([sys.executable, "-c", f"from filelock import FileLock; import time\nwith FileLock({str(lock)!r}):"
@@ -177,7 +177,7 @@ def run_on_slurm(mock, folder: Path, job_id: str) -> None:
 def test_slurm_job_array_dry_run(tmp_path):
     """The sbatch script submitit writes for a sweep (one job array with the partition, GPUs, time and parallelism asked
     for); a rerun submits nothing queued or running; a job Slurm lost is reported with its log and resubmitted."""
-    base = RunConfig(steps=20, eval_every=10, ckpt_every=10, **TINY)
+    base = run_config(steps=20, eval_every=10, ckpt_every=10, **TINY)
     cfgs = sweep_configs(base, *SWEEP)
     out = tmp_path / "sweep"
     with mocked_slurm() as mock:
@@ -216,7 +216,7 @@ def test_slurm_job_array_dry_run(tmp_path):
 def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
     """Slurm signals a job half-way: submitit calls `SweepJob.checkpoint()` and requeues the same run, which resumes from
     the run's checkpoint and ends where an uninterrupted run ends."""
-    cfg = RunConfig(steps=40, eval_every=10, ckpt_every=10, coverage=0.5, C=2, **TINY)
+    cfg = run_config(steps=40, eval_every=10, ckpt_every=10, coverage=0.5, C=2, **TINY)
     out = tmp_path / "sweep"
     with mocked_slurm() as mock:
         ex = make_executor("slurm", out / "jobs" / "submitit", time_min=60)
@@ -242,7 +242,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
 
 def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs):
     "A local job that raises leaves no row: the sweep names the run, its job, the error and the log, and keeps the user's file."
-    base = RunConfig(steps=20, eval_every=10, ckpt_every=10, **TINY)
+    base = run_config(steps=20, eval_every=10, ckpt_every=10, **TINY)
     cfgs = sweep_configs(base, [[2, 4]], [0.5], [0])
     out = tmp_path / "sweep"
     foreign = out / "checkpoints" / f"{cfgs[0].run_name()}.pt"
@@ -258,7 +258,7 @@ def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs
 
 def test_executor_input_is_checked_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match="make_executor builds one"):
-        submit_sweep(RunConfig(**TINY), *SWEEP, tmp_path / "new", executor="slurm")
+        submit_sweep(run_config(**TINY), *SWEEP, tmp_path / "new", executor="slurm")
     with pytest.raises(ValueError, match="executor must be one of none, local, slurm"):
         make_executor("sge", tmp_path / "logs")
     if submitit.SlurmExecutor.affinity() < 0:

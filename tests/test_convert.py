@@ -12,7 +12,7 @@ from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE
 from binding_nb.loop import TrainState
 from binding_nb.checkpoints import load_model, read_checkpoint, save_checkpoint, train_run
-from binding_nb.train import build_model, make_optimizer, RunConfig
+from binding_nb.train import build_model, make_optimizer, run_config
 from binding_nb.utils import make_generator, write_verified
 
 torch.set_num_threads(1)
@@ -22,7 +22,7 @@ convert_old_runs = importlib.util.module_from_spec(_spec); _spec.loader.exec_mod
 
 from conftest import TINY_RUN
 
-CFG = RunConfig(**TINY_RUN)
+CFG = run_config(**TINY_RUN)
 OLD_FLAT = dict(level=1, image_size=32, square=10, noise=0.3, patch=4, conv_depth=2, conv_channels=32)
 
 
@@ -42,7 +42,7 @@ def _make_old(path: Path, old: Path) -> dict:
 
 def test_the_old_rule_gives_the_committed_keys():
     "The converter's copy of the old key rule reproduces a key of a committed table (results/plateau/cpu_search.csv, its defaults)."
-    cfg = RunConfig(C=2, V=50, coverage=0.9, steps=1500, batch_size=128, device="cpu")
+    cfg = run_config(C=2, V=50, coverage=0.9, steps=1500, batch_size=128, device="cpu")
     assert convert_old_runs.old_model_key(cfg) == "4b151d5b3d" and cfg.model_key() != "4b151d5b3d"
 
 
@@ -51,7 +51,7 @@ def test_old_pixel_settings_move_into_input_settings():
     pixels = convert_old_runs.new_config({"inputs": "pixels", **OLD_FLAT, "level": 3, "patch": 8})
     assert pixels["input_settings"] == dict(level=3, patch=8) and not set(OLD_FLAT) & set(pixels)
     assert convert_old_runs.new_config({"inputs": "pixels", **OLD_FLAT})["input_settings"] is None
-    assert convert_old_runs.new_config({**OLD_FLAT, "V": 7}) == dataclasses.asdict(RunConfig(V=7))
+    assert convert_old_runs.new_config({**OLD_FLAT, "V": 7}) == run_config(V=7).settings()
     with pytest.raises(ValueError, match=r"\(dropout\)"): convert_old_runs.new_config(dict(dropout=0.1))
 
 
@@ -129,7 +129,7 @@ def test_tables_are_rekeyed_through_the_checkpoints_beside_them(tmp_path):
 
 def test_an_old_pixel_checkpoint_keeps_its_pixel_settings(tmp_path):
     "A pixel run's flat settings off their defaults become its input_settings; the converted checkpoint loads the same weights."
-    cfg = RunConfig(C=2, V=4, inputs="pixels", input_settings=dict(level=2, patch=8), device="cpu")
+    cfg = run_config(C=2, V=4, inputs="pixels", input_settings=dict(level=2, patch=8), device="cpu")
     model = build_model(cfg, torch.device("cpu")); opt, sched = make_optimizer(model, cfg)
     state = TrainState(); state.best_model = model.state_dict()
     save_checkpoint(tmp_path / "today.pt", cfg, model, opt, sched, make_generator(0, torch.device("cpu")), state)

@@ -1,5 +1,5 @@
 """Tests of 05_coverage beyond the notebook's own: papermill runs and bad input."""
-import dataclasses, json, math, re, subprocess, sys, textwrap, time
+import json, math, re, subprocess, sys, textwrap, time
 import warnings
 from pathlib import Path
 
@@ -11,7 +11,7 @@ import torch
 from binding_nb.checkpoints import train_run
 from binding_nb.coverage import COVERAGE_RESULTS, check_eval_memory, eval_memory, run_sweep, summarize_coverage
 from binding_nb.loop import TrainingDiverged
-from binding_nb.train import diverged_row, METRICS, RunConfig, SPLIT_METRICS
+from binding_nb.train import diverged_row, METRICS, run_config, SPLIT_METRICS
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "05_coverage.ipynb"
@@ -56,11 +56,11 @@ def test_tiny_papermill_run(tmp_path):
 
 def test_finished_and_diverged_rows_have_the_table_columns(tmp_path):
     "A finished run's row and a diverged run's: exactly the table's columns (a run's row, then the swap breakdown), in its order."
-    cfg = RunConfig(V=4, steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32, n_test_scenes=64,
+    cfg = run_config(V=4, steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32, n_test_scenes=64,
                     device="cpu")
     columns = list(COVERAGE_RESULTS.columns)                      # a run's row, then its swap breakdown
-    rows = [train_run(c, progress=False) for c in (cfg, dataclasses.replace(cfg, coverage=1.0))]   # coverage 1: no swap measured
-    rows.append(diverged_row(dataclasses.replace(cfg, seed=1), TrainingDiverged(3, float("nan"))))
+    rows = [train_run(c, progress=False) for c in (cfg, cfg.replace(coverage=1.0))]   # coverage 1: no swap measured
+    rows.append(diverged_row(cfg.replace(seed=1), TrainingDiverged(3, float("nan"))))
     for row, status in zip(rows, ["ok", "ok", "diverged"]):
         assert list(row) == columns and row["status"] == status
     assert not math.isnan(rows[0]["seen_swap_frac"]) and all(math.isnan(rows[1][m]) for m in SPLIT_METRICS)
@@ -155,19 +155,19 @@ def test_an_output_dir_below_a_file_is_refused_before_anything_is_written(tmp_pa
     for out in (f / "sub", f / "sub" / "deeper"):
         with pytest.raises(ValueError, match=re.escape(f"{str(f)!r} on its path is a file, not a folder")):
             run_parameter_check(NB, output_dir=str(out), **TINY)
-        with pytest.raises(ValueError, match="on its path is a file"): run_sweep(RunConfig(steps=10), [[2, 6]], [0.5], [0], out)
+        with pytest.raises(ValueError, match="on its path is a file"): run_sweep(run_config(steps=10), [[2, 6]], [0.5], [0], out)
     assert f.read_text() == "keep me" and list(tmp_path.iterdir()) == [f]
 
 
 def test_eval_memory_estimate():
     "`evaluate` scores chunks of 512 scenes against all V**C objects: 13 bytes a (scene, object) pair, plus per-object arrays."
-    main = RunConfig(C=2, V=50)                                # the main job: about 17 MB
+    main = run_config(C=2, V=50)                                # the main job: about 17 MB
     assert eval_memory(main) == 2500 * (512 * 13 + 4 * 64 + 40) and check_eval_memory([main], available=2 ** 30) == eval_memory(main)
-    assert eval_memory(RunConfig(C=2, V=50, n_val_scenes=64, n_test_scenes=100)) == 2500 * (100 * 13 + 4 * 64 + 40)
-    assert eval_memory(RunConfig(C=4, V=50)) == 50 ** 2 * eval_memory(main)                 # grows as V**C
+    assert eval_memory(run_config(C=2, V=50, n_val_scenes=64, n_test_scenes=100)) == 2500 * (100 * 13 + 4 * 64 + 40)
+    assert eval_memory(run_config(C=4, V=50)) == 50 ** 2 * eval_memory(main)                 # grows as V**C
     with pytest.raises(ValueError, match=r"would need about 40\.5 GiB of memory, but 16\.0 GiB is available.*lower V or C"):
-        check_eval_memory([RunConfig(C=4, V=50)], available=16 * 2 ** 30)
-    three = [RunConfig(C=3, V=50, seed=s) for s in range(3)]   # 0.8 GiB each
+        check_eval_memory([run_config(C=4, V=50)], available=16 * 2 ** 30)
+    three = [run_config(C=3, V=50, seed=s) for s in range(3)]   # 0.8 GiB each
     assert check_eval_memory(three, available=2 ** 30) == eval_memory(three[0])           # in process: one run at a time
     with pytest.raises(ValueError, match=r"about 2\.4 GiB .* 3 runs at once.*one at a time"):
         check_eval_memory(three, available=2 ** 30, at_once=True)                          # local jobs: side by side
@@ -216,9 +216,8 @@ def test_plateau_check_runs_first_under_papermill(tmp_path):
 def test_bad_sweep_input_in_process(tmp_path, change, message):
     "The same checks without a kernel: `run_sweep` refuses before it creates or writes anything."
     args = {**dict(C=2, V=6, coverages=[0.5], steps=10), **change}
-    base = RunConfig(steps=args.pop("steps"))
     with pytest.raises(ValueError, match=re.escape(message)):
-        run_sweep(base, [[args["C"], args["V"]]], args["coverages"], [0], tmp_path / "new")
+        run_sweep(run_config(steps=args.pop("steps")), [[args["C"], args["V"]]], args["coverages"], [0], tmp_path / "new")
     assert not (tmp_path / "new").exists()
 
 
@@ -239,7 +238,7 @@ def test_help_lists_every_parameter():
 
 
 def _tiny(**kw):
-    return RunConfig(steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
+    return run_config(steps=20, batch_size=32, d_model=16, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
                      n_test_scenes=64, device="cpu", **kw)
 
 
@@ -249,8 +248,8 @@ def test_concurrent_sweeps_lose_no_row(tmp_path):
         import sys, torch
         torch.set_num_threads(1)
         from binding_nb.coverage import run_sweep
-        from binding_nb.train import RunConfig
-        base = RunConfig(steps=40, batch_size=32, d_model=16, n_layers=1, eval_every=20, ckpt_every=20, n_val_scenes=32,
+        from binding_nb.train import run_config
+        base = run_config(steps=40, batch_size=32, d_model=16, n_layers=1, eval_every=20, ckpt_every=20, n_val_scenes=32,
                          n_test_scenes=64, device="cpu")
         run_sweep(base, [[2, 4]], [float(c) for c in sys.argv[2:]], [0], sys.argv[1], progress=False)
     """)

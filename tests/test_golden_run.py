@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from binding_nb.checkpoints import read_checkpoint, train_run
-from binding_nb.train import ARCHITECTURE_NAMES, RunConfig, with_architecture
+from binding_nb.train import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
 
 REFERENCE = Path(__file__).with_name("golden_runs.json")
 # every step validated, so that the log holds the loss of every step; small enough for seconds a run
@@ -25,7 +25,7 @@ NOT_COMPARED = ("train_seconds",)   # how long it took: the machine's, not the c
 def golden_config(name: str) -> RunConfig:
     "The golden run `name`'s config: the tiny settings, its architecture and, for pixels, its inputs."
     architecture, more = RUNS[name]
-    return with_architecture(RunConfig(**TINY, **more), architecture)
+    return with_architecture(run_config(**TINY, **more), architecture)
 
 
 def digest_by_value(state: dict) -> str:

@@ -56,16 +56,16 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     from binding_nb.checkpoints import load_model, run_checkpoint
     from binding_nb.coverage import run_sweep
     from binding_nb.study import architecture_name
-    from binding_nb.train import RunConfig
+    from binding_nb.train import run_config
     name = use_inputs(f"{EXAMPLE}:deep_sets")
-    base = RunConfig(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,
+    base = run_config(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,
                      n_val_scenes=16, n_test_scenes=32, device="cpu", inputs=name, input_settings=dict(hidden=16))
     rows = run_sweep(base, [[2, 4]], [0.75], [0], tmp_path, progress=False)
     assert list(rows.status) == ["ok"] and 0 <= rows.object_acc.iloc[0] <= 1
-    cfg = RunConfig(**{**base.__dict__, "coverage": 0.75, "seed": 0})
+    cfg = base.replace(coverage=0.75, seed=0)
     assert architecture_name(cfg) == "deep sets h16, transformer"
     model, loaded = load_model(run_checkpoint(tmp_path, cfg), device="cpu")
-    assert type(model.scene_encoder).__name__ == "DeepSetsTower" and loaded.input_settings == dict(hidden=16)
+    assert type(model.scene_encoder).__name__ == "DeepSetsTower" and loaded.input_settings.hidden == 16
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, lear
 from binding_nb.study import binding_study
 from binding_nb.scenes import ConceptSpace
 from binding_nb.checkpoints import load_model, train_run
-from binding_nb.train import RunConfig, evaluate, with_architecture
+from binding_nb.train import evaluate, run_config, with_architecture
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "06_learned_binding.ipynb"
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.xdist_group("learned")   # its module fixture is built 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "tiny.pt"
-    cfg = with_architecture(RunConfig(C=2, V=6, coverage=0.5, steps=200, eval_every=100, ckpt_every=200, n_test_scenes=128, device="cpu"),
+    cfg = with_architecture(run_config(C=2, V=6, coverage=0.5, steps=200, eval_every=100, ckpt_every=200, n_test_scenes=128, device="cpu"),
                             "product-independent")
     train_run(cfg, path, progress=False)
     return path
@@ -176,12 +176,11 @@ def _nothing_trained(monkeypatch):
 
 
 @pytest.mark.parametrize("configs, options, message", [
-    ([RunConfig(C=2, V=6)], dict(device="cuda"), "asks for CUDA but none is available"),
-    ([RunConfig(C=2, V=6)], dict(val_fraction=0), "val_fraction must be in (0, 1)"),
-    ([RunConfig(C=2, V=32)], dict(n_scenes=None), "pass n_scenes"),
-    ([RunConfig(C=2, V=6), RunConfig(C=2, V=1)], {}, "V (values per concept) must be"),
-    ([RunConfig(C=2, V=6), RunConfig(C=2, V=6, max_objects=1)], {}, "two-object scenes"),
-    ([RunConfig(C=2, V=6)], dict(fractions=[0.999]), "leaves no test scene"),
+    ([run_config(C=2, V=6)], dict(device="cuda"), "asks for CUDA but none is available"),
+    ([run_config(C=2, V=6)], dict(val_fraction=0), "val_fraction must be in (0, 1)"),
+    ([run_config(C=2, V=32)], dict(n_scenes=None), "pass n_scenes"),
+    ([run_config(C=2, V=6), run_config(C=2, V=6, max_objects=1)], {}, "two-object scenes"),
+    ([run_config(C=2, V=6)], dict(fractions=[0.999]), "leaves no test scene"),
 ])
 def test_a_study_refuses_before_the_first_training(tmp_path, monkeypatch, configs, options, message):
     "binding_study checks the device, every config and every model's approximator splits before it trains the first model."
@@ -202,7 +201,7 @@ def test_a_space_too_large_to_enumerate_is_refused_by_the_parameter_check(tmp_pa
 def test_binding_study_refuses_bad_input_before_training(monkeypatch):
     "A model that is not one, no cells, a cell that is not a Cell, or the authors' protocol with no form: refused before any model trains."
     monkeypatch.setattr(study, "run_one", lambda *a, **k: pytest.fail("a model was trained"))
-    cfg = RunConfig(C=2, V=6, steps=5)
+    cfg = run_config(C=2, V=6, steps=5)
     for args, kw, message in ((["a checkpoint.pt"], {}, "models are RunConfigs to train or TrainedModels"), ([cfg], dict(cells=[]), "no approximator to fit"),
                               ([cfg], dict(cells=[("mlp", 8)]), "cells are Cells"),
                               ([cfg], dict(paper_objects=16, paper_forms=[]), "paper_forms is empty")):
@@ -219,10 +218,10 @@ def test_every_input_kind_names_itself_in_the_tables(monkeypatch):
     class Mine:
         width: int = 3
     monkeypatch.setitem(inputs._INPUT_KINDS, "mine", inputs.InputKind("mine", inputs.input_kind("tokens").towers, Mine))
-    cfg = RunConfig(C=2, V=6)
+    cfg = run_config(C=2, V=6)
     assert architecture_name(cfg) == "transformer"
-    assert architecture_name(dataclasses.replace(cfg, inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
-    assert architecture_name(dataclasses.replace(with_architecture(cfg, "product-shared"), inputs="mine")) == "mine, product-shared"
+    assert architecture_name(cfg.replace(inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
+    assert architecture_name(with_architecture(cfg, "product-shared").replace(inputs="mine")) == "mine, product-shared"
 
 
 @pytest.mark.parametrize("params, message", [

@@ -11,7 +11,7 @@ from binding_nb.pixels import LEVELS, PixelConfig, PixelSceneTower, SquareRender
 from binding_nb.scenes import ConceptSpace
 from binding_nb.tokens import make_batch
 from binding_nb.checkpoints import load_checkpoint, train_run
-from binding_nb.train import RunConfig, check_config
+from binding_nb.train import check_config, run_config
 
 torch.set_num_threads(1)
 NB = Path(__file__).resolve().parents[1] / "nbs" / "07_pixels.ipynb"
@@ -48,9 +48,9 @@ def test_colours_under_each_square_are_its_labels(level, size, square):
 
 def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
     "One square that fills its whole image (one position, no noise): the contrastive loss of a fixed batch falls close to zero."
-    cfg = RunConfig(C=2, V=4, max_objects=1, d_model=32, n_layers=1, inputs="pixels", input_settings=dict(image_size=8, square=8, patch=4), device="cpu")
+    cfg = run_config(C=2, V=4, max_objects=1, d_model=32, n_layers=1, inputs="pixels", input_settings=dict(image_size=8, square=8, patch=4), device="cpu")
     torch.manual_seed(0)
-    model = DualEncoder(cfg.model_config())
+    model = DualEncoder(cfg.model)
     space = ConceptSpace([4, 4])
     batch = make_batch(space, torch.arange(16), 32, 1, torch.Generator().manual_seed(0))
     opt = torch.optim.AdamW(model.parameters(), 3e-3)
@@ -64,7 +64,7 @@ def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
 
 def test_a_resumed_pixel_run_renders_what_it_would_have(tmp_path, uninterrupted):
     "Stopped after 20 steps and resumed: the same result as the uninterrupted run, since the rendering count travels in the checkpoint."
-    cfg = RunConfig(C=2, V=4, coverage=0.75, steps=40, batch_size=32, d_model=32, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
+    cfg = run_config(C=2, V=4, coverage=0.75, steps=40, batch_size=32, d_model=32, n_layers=1, eval_every=10, ckpt_every=10, n_val_scenes=32,
                     n_test_scenes=64, device="cpu", inputs="pixels", input_settings=dict(level=2))
     whole, _ = uninterrupted(cfg)
     train_run(cfg, tmp_path / "cut.pt", stop_after=20, progress=False)
@@ -138,22 +138,22 @@ def test_two_squares_that_cannot_always_be_apart_are_refused_naming_the_largest_
     px = lambda **more: dict(input_settings=dict(image_size=size, square=square, patch=2, **more))
     if square > fits:
         for level in (1, 2):
-            with pytest.raises(ValueError, match=message): check_config(RunConfig(**cfg, **px(level=level)))
+            with pytest.raises(ValueError, match=message): check_config(run_config(**cfg, **px(level=level)))
             with pytest.raises(ValueError, match=message): SquareRenderer(V=6, size=size, square=square, level=level).render(_scenes(8, 6, seed=0, one_object_share=0))
-    else: check_config(RunConfig(**cfg, **px()))
-    check_config(RunConfig(**cfg, **px(level=3))); check_config(RunConfig(**cfg, **px(), max_objects=1))          # overlap allowed, or one square: nothing to keep apart
+    else: check_config(run_config(**cfg, **px()))
+    check_config(run_config(**cfg, **px(level=3))); check_config(run_config(**cfg, **px(), max_objects=1))          # overlap allowed, or one square: nothing to keep apart
     SquareRenderer(V=6, size=size, square=square).render(_scenes(64, 6, seed=0, one_object_share=1.0))  # one-square scenes render at any size
 
 
 def test_no_square_fits_twice_on_a_small_image():
     with pytest.raises(ValueError, match="largest square that always fits twice at levels 1-2 is 4: use an image of side >= 29"):
-        check_config(RunConfig(C=2, V=6, inputs="pixels", device="cpu", input_settings=dict(image_size=12, patch=4)))
+        check_config(run_config(C=2, V=6, inputs="pixels", device="cpu", input_settings=dict(image_size=12, patch=4)))
 
 
 def test_a_batch_whose_random_tries_all_fail_still_places_its_squares_apart():
     "Image 30, square 10: one batch of 128 two-square scenes in about 180 had no try apart for some scene and stopped training; now that scene gets a corner apart."
     r, scenes = SquareRenderer(V=10, size=30, square=10), torch.randint(0, 10, (128, 2, 2), generator=torch.Generator().manual_seed(0))
-    check_config(RunConfig(C=2, V=10, inputs="pixels", device="cpu", input_settings=PixelConfig(image_size=30, square=10, patch=2)))
+    check_config(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=PixelConfig(image_size=30, square=10, patch=2)))
     first, tried, found = _tries_apart(r, scenes, seed=20)
     assert (~found).sum() == 1                                                                   # the random tries alone fail here
     for level in (1, 2):
@@ -181,7 +181,7 @@ def test_the_default_renderer_renders_as_before():
     for level in LEVELS: h.update(SquareRenderer(V=10, level=level).render(scenes, seed=11)[1].numpy().tobytes())
     assert h.hexdigest()[:16] == "ae5e7de2d1cc29a7"
     assert hashlib.sha256(SquareRenderer(V=10).render(scenes, seed=11)[0].numpy().tobytes()).hexdigest()[:16] == "615f3a792df90e80"
-    for level in LEVELS: check_config(RunConfig(C=2, V=10, inputs="pixels", device="cpu", input_settings=dict(level=level)))
+    for level in LEVELS: check_config(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=dict(level=level)))
 
 
 @pytest.mark.parametrize("scenes, got", [
@@ -218,7 +218,7 @@ def test_palette_refuses_too_few_levels_and_bool_levels():
 
 def test_pixels_are_an_input_kind_loaded_by_name(tmp_path):
     "Training never imports the pixel page; a pixel checkpoint loads by its config's name alone, the pixel module imported on first use."
-    cfg = RunConfig(C=2, V=4, steps=2, batch_size=8, d_model=16, n_layers=1, eval_every=2, ckpt_every=2, n_val_scenes=8, n_test_scenes=8,
+    cfg = run_config(C=2, V=4, steps=2, batch_size=8, d_model=16, n_layers=1, eval_every=2, ckpt_every=2, n_val_scenes=8, n_test_scenes=8,
                     device="cpu", inputs="pixels", input_settings=PixelConfig(level=2, image_size=16, square=5))
     train_run(cfg, tmp_path / "px.pt", progress=False)
     code = f"""import sys
@@ -226,7 +226,7 @@ import binding_nb.checkpoints as checkpoints
 assert "binding_nb.pixels" not in sys.modules, "training (train, checkpoints) imports the pixel page"
 model, cfg = checkpoints.load_model({str(tmp_path / 'px.pt')!r}, device="cpu")
 assert "binding_nb.pixels" in sys.modules and type(model.scene_encoder).__name__ == "PixelSceneTower"
-assert cfg.input_settings == dict(level=2, image_size=16, square=5, noise=0.3, patch=4, conv_depth=2, conv_channels=32), cfg.input_settings
+assert cfg.settings()["input_settings"] == dict(level=2, image_size=16, square=5), cfg.settings()
 print(model.config.input_settings)"""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -236,9 +236,10 @@ print(model.config.input_settings)"""
 
 
 def test_the_pixel_settings_are_written_once():
-    "A RunConfig holds a PixelConfig as a dict (what a checkpoint stores), and its model config the PixelConfig itself."
-    cfg = RunConfig(C=2, V=6, inputs="pixels", input_settings=PixelConfig(level=3))
-    assert cfg.input_settings == dataclasses.asdict(PixelConfig(level=3)) and RunConfig(**dataclasses.asdict(cfg)) == cfg
-    assert cfg.model_config().input_settings == PixelConfig(level=3)
-    assert cfg.model_key() == RunConfig(C=2, V=6, inputs="pixels", input_settings=dict(level=3)).model_key()
-    with pytest.raises(ValueError, match="no settings \\['levle'\\]"): RunConfig(C=2, V=6, inputs="pixels", input_settings=dict(levle=3, level=1)).model_config()
+    "A RunConfig holds a PixelConfig once, in its model config; its settings (what a checkpoint stores) hold what differs from the defaults."
+    cfg = run_config(C=2, V=6, inputs="pixels", input_settings=PixelConfig(level=3))
+    assert cfg.settings()["input_settings"] == dict(level=3)                  # where it differs from the defaults
+    assert run_config(**cfg.settings()) == cfg
+    assert cfg.input_settings is cfg.model.input_settings and cfg.model.input_settings == PixelConfig(level=3)
+    assert cfg.model_key() == run_config(C=2, V=6, inputs="pixels", input_settings=dict(level=3)).model_key()
+    with pytest.raises(ValueError, match="no settings \\['levle'\\]"): run_config(C=2, V=6, inputs="pixels", input_settings=dict(levle=3, level=1)).model

@@ -1,5 +1,5 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import contextlib, dataclasses, io, os, signal, subprocess, sys, textwrap, time, warnings
+import contextlib, io, os, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 
 from binding_nb import checkpoints, loop, models, train
 from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, train_run
-from binding_nb.train import _NOT_IN_KEY, RunConfig
+from binding_nb.train import _NOT_IN_KEY, run_config, RUN_SETTINGS, RunConfig
 from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -17,14 +17,14 @@ from conftest import TINY_RUN as CFG
 
 def test_resume_after_kill(tmp_path, uninterrupted):
     "A run killed with SIGKILL mid-way resumes from its last checkpoint and ends exactly where an uninterrupted run ends."
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     whole, _ = uninterrupted(cfg)
     ck = tmp_path / "killed.pt"
     script = textwrap.dedent(f"""
         import time, torch
         from binding_nb import checkpoints, train
         torch.set_num_threads(1)
-        cfg = train.RunConfig(**{CFG!r})
+        cfg = train.run_config(**{CFG!r})
         save = checkpoints.save_checkpoint
         def slow_save(*args):              # slow the run down after each checkpoint so the kill lands mid-way
             save(*args); time.sleep(0.5)
@@ -59,8 +59,8 @@ def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch, uninterrupt
     from step 0: now the run resumes from the saved step, runs on with the new values, and ends exactly where an uninterrupted
     run of the new settings ends (on the CPU, amp 'auto' and 'fp32' are the same arithmetic)."""
     assert {"log_every", "amp", "ckpt_every", "device"} <= set(HOW_TO_RUN) and not {"lr", "seed", "eval_every", "steps"} & set(HOW_TO_RUN)
-    cfg = RunConfig(**CFG)
-    new = dataclasses.replace(cfg, log_every=3, amp="fp32", ckpt_every=20)
+    cfg = run_config(**CFG)
+    new = cfg.replace(log_every=3, amp="fp32", ckpt_every=20)
     whole, whole_path = uninterrupted(new)
     ck = tmp_path / "run.pt"
     assert train_run(cfg, ck, stop_after=20, progress=False) is None and read_checkpoint(ck)["step"] == 20
@@ -74,31 +74,31 @@ def test_resume_under_new_how_to_run_settings(tmp_path, monkeypatch, uninterrupt
     a, b = read_checkpoint(ck), read_checkpoint(whole_path)
     for part in ("model", "best_model"):
         assert a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
-    assert a["config"] == dataclasses.asdict(new)                          # the new values hold from then on
+    assert a["config"] == new.settings()                          # the new values hold from then on
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
 
 
 def test_resume_under_bf16_continues_from_the_saved_step(tmp_path, monkeypatch):
     "amp changes the float arithmetic (bf16 autocast), not what is trained: a run resumes under it from where it stopped."
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     ck = tmp_path / "run.pt"
     train_run(cfg, ck, stop_after=30, progress=False)
     steps = _count_steps(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        row = train_run(dataclasses.replace(cfg, amp="bf16", log_every=1), ck, progress=False)
+        row = train_run(cfg.replace(amp="bf16", log_every=1), ck, progress=False)
     assert row is not None and len(steps) == cfg.steps - 30 and read_checkpoint(ck)["config"]["amp"] == "bf16"
 
 
 @pytest.mark.parametrize("change", [dict(seed=1), dict(lr=1e-3), dict(eval_every=20)])
 def test_resume_under_new_training_settings_is_refused(tmp_path, monkeypatch, change):
     "A setting that changes what is trained (or, eval_every, which weights are kept) still sets the checkpoint aside: the run starts afresh."
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     ck = tmp_path / "run.pt"
     train_run(cfg, ck, stop_after=20, progress=False)
     steps = _count_steps(monkeypatch)
     with pytest.warns(UserWarning, match=f"different configuration \\({next(iter(change))} "):
-        train_run(dataclasses.replace(cfg, log_every=3, **change), ck, progress=False)
+        train_run(cfg.replace(log_every=3, **change), ck, progress=False)
     assert len(steps) == cfg.steps                                         # from step 0
     assert len(list(tmp_path.glob("run.pt.bad-*"))) == 1
 
@@ -118,7 +118,7 @@ def _edited_checkpoint(path: Path, cfg: RunConfig, edit) -> bytes:
 
 def test_unknown_config_key_is_named_not_a_traceback(tmp_path):
     "A checkpoint whose config holds a setting RunConfig lacks: a sentence naming the file and the setting (was a raw TypeError in load_model)."
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     ck = tmp_path / "odd_settings.pt"
     raw = _edited_checkpoint(ck, cfg, lambda c: c["config"].update(dropout=0.1))
     for load in (lambda: load_model(ck, "cpu"), lambda: load_checkpoint(ck, cfg), lambda: train_run(cfg, ck, progress=False)):
@@ -131,10 +131,10 @@ def test_unknown_config_key_is_named_not_a_traceback(tmp_path):
 
 def test_weights_that_do_not_fit_their_config_are_named(tmp_path):
     "Weights saved at one width under a config edited to another: a sentence naming the file (was a raw size-mismatch RuntimeError)."
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     ck = tmp_path / "edited.pt"
     raw = _edited_checkpoint(ck, cfg, lambda c: c["config"].update(d_model=16))
-    edited = dataclasses.replace(cfg, d_model=16)
+    edited = cfg.replace(d_model=16)
     for load in (lambda: load_model(ck, "cpu"), lambda: train_run(edited, ck, progress=False)):
         with pytest.raises(ValueError) as e:
             load()
@@ -148,7 +148,7 @@ def test_foreign_file_is_left_untouched(tmp_path):
     "A file that binding_nb did not write is never renamed: a clear error instead."
     ck = tmp_path / "run.pt"; ck.write_bytes(b"\x00garbage")
     with pytest.raises(ValueError, match="is not a checkpoint written by binding_nb"):
-        load_checkpoint(ck, RunConfig(**CFG))
+        load_checkpoint(ck, run_config(**CFG))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"] and ck.read_bytes() == b"\x00garbage"
 
 
@@ -156,7 +156,7 @@ def test_folder_as_checkpoint_is_refused_untouched(tmp_path):
     "`train_run(checkpoint=<a folder>)` used to rename the folder (and everything in it) to *.bad-...: now a clear error."
     folder = tmp_path / "results"; (folder / "checkpoints").mkdir(parents=True); (folder / "checkpoints" / "a.pt").write_text("x")
     with pytest.raises(ValueError, match="is a folder: pass a file path"):
-        train_run(RunConfig(**CFG), folder, progress=False)
+        train_run(run_config(**CFG), folder, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"] and (folder / "checkpoints" / "a.pt").read_text() == "x"
 
 
@@ -164,14 +164,14 @@ def test_checkpoint_under_a_file_fails_before_training(tmp_path, monkeypatch):
     (tmp_path / "a_file").write_text("x")
     steps = _count_steps(monkeypatch)
     with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
-        train_run(RunConfig(**{**CFG, "steps": 10_000}), tmp_path / "a_file" / "run.pt", progress=False)
+        train_run(run_config(**{**CFG, "steps": 10_000}), tmp_path / "a_file" / "run.pt", progress=False)
     assert steps == []                                                     # refused up front, not at the first save
 
 
 def test_flipped_bytes_never_load_silently(tmp_path):
     """Four-byte flips anywhere in a checkpoint: each one is caught (set aside with a warning, or refused when it hits the
     header), never resumed from. Before digests, 10 of 11 such flips loaded silently and 3 changed the result."""
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     train_run(cfg, tmp_path / "ck.pt", stop_after=20, progress=False)
     raw = (tmp_path / "ck.pt").read_bytes()
     for i, offset in enumerate(range(0, len(raw) - 4, len(raw) // 11)):
@@ -191,8 +191,8 @@ def test_flipped_bytes_never_load_silently(tmp_path):
 
 def test_padded_layout_trains_like_packed():
     "The GPU's sync-free padded layout, forced on the CPU, trains to the same result as the packed one (up to float rounding)."
-    cfg = RunConfig(**{**CFG, "steps": 30})
-    packed, padded = (train_run(dataclasses.replace(cfg, layout=lay), progress=False) for lay in ("packed", "padded"))
+    cfg = run_config(**{**CFG, "steps": 30})
+    packed, padded = (train_run(cfg.replace(layout=lay), progress=False) for lay in ("packed", "padded"))
     for k in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
         assert abs(packed[k] - padded[k]) <= 2 / cfg.n_test_scenes, (k, packed[k], padded[k])
 
@@ -229,8 +229,8 @@ def test_device_script_rehearsal(tmp_path):
 @pytest.mark.slow
 def test_compiled_bodies_train_like_eager():
     "`compile=True` (torch.compile of the transformer bodies, for GPUs) gives the eager result; about 2 minutes of compiling on a CPU."
-    cfg = RunConfig(**{**CFG, "steps": 30})
-    eager, compiled = train_run(cfg, progress=False), train_run(dataclasses.replace(cfg, compile=True), progress=False)
+    cfg = run_config(**{**CFG, "steps": 30})
+    eager, compiled = train_run(cfg, progress=False), train_run(cfg.replace(compile=True), progress=False)
     for k in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
         assert abs(eager[k] - compiled[k]) <= 2 / cfg.n_test_scenes, (k, eager[k], compiled[k])
 
@@ -271,7 +271,7 @@ SYNC_FREE = {"tokens": dict(),
 @pytest.mark.parametrize("kind", SYNC_FREE)
 def test_a_training_step_never_waits_for_the_device(kind, device):
     "A training step (forward, backward, optimiser and schedule) of every input kind reads nothing back from the device (padded layout, as on a GPU)."
-    cfg = RunConfig(**{**CFG, **SYNC_FREE[kind], "device": device, "layout": "padded", "max_objects": 2})
+    cfg = run_config(**{**CFG, **SYNC_FREE[kind], "device": device, "layout": "padded", "max_objects": 2})
     data, model, opt, sched, g, next_batch = train.setup_run(cfg, torch.device(device))
     batches = [next_batch() for _ in range(3)]                     # drawing a batch may read the device: only the steps are guarded
     if device == "cpu":
@@ -294,24 +294,31 @@ def test_the_host_read_guard_catches_reads():
     assert bool(t[0]) and t.tolist() == [1.0, 2.0]
 
 
-def _other(value):
-    "A value of the same kind as `value` that differs from it."
+# another valid value of each setting whose type alone does not give one (a choice among names, a bound)
+_OTHER = dict(positional="learned", init="xavier", architecture="product", code="independent", concept_queries="present",
+              negatives_from="all", schedule="constant", device="cpu", amp="fp32", layout="padded",
+              logit_scale_max=5.0, coverage=0.25, warmup_frac=0.2, concept_on_at=0.5, concept_off_at=0.5)
+
+
+def _other(name: str, value):
+    "A valid value of the setting `name` that differs from `value`."
+    if name in _OTHER: return _OTHER[name]
     if isinstance(value, bool): return not value
-    if isinstance(value, (int, float)): return value * 2 + 1
-    if isinstance(value, str): return value + "_other"
+    if isinstance(value, int): return value * 2 or 1
+    if isinstance(value, float): return value / 2 or 0.5
     return 0.5                                                                 # None (query_weight_decay): a number
 
 
 def test_every_setting_but_how_to_run_enters_the_model_key():
     "No setting is left out of the key for history's sake: every one but coverage, seed and how to run changes it (an input kind's, where not its default)."
-    base = RunConfig()
-    for f in dataclasses.fields(RunConfig):
-        if f.name in ("input_settings", "inputs"): continue
-        changed = dataclasses.replace(base, **{f.name: _other(getattr(base, f.name))})
-        assert (changed.model_key() == base.model_key()) == (f.name in _NOT_IN_KEY), f.name
-    pixels = RunConfig(inputs="pixels")
-    assert len({base.model_key(), pixels.model_key(), RunConfig(inputs="pixels", input_settings=dict(level=2)).model_key()}) == 3
-    assert RunConfig(inputs="pixels", input_settings=dict(level=1)).model_key() == pixels.model_key()   # the kind's default
+    base = run_config()
+    for name in RUN_SETTINGS:
+        if name in ("input_settings", "inputs"): continue
+        changed = base.replace(**{name: _other(name, getattr(base, name))})
+        assert (changed.model_key() == base.model_key()) == (name in _NOT_IN_KEY), name
+    pixels = run_config(inputs="pixels")
+    assert len({base.model_key(), pixels.model_key(), run_config(inputs="pixels", input_settings=dict(level=2)).model_key()}) == 3
+    assert run_config(inputs="pixels", input_settings=dict(level=1)).model_key() == pixels.model_key()   # the kind's default
 
 
 @pytest.mark.parametrize("how", ["before test-best weights", "another n_test_scenes"])
@@ -322,7 +329,7 @@ def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path,
     import io
     from binding_nb.checkpoints import load_model
     from binding_nb.utils import write_verified
-    cfg = RunConfig(**CFG)
+    cfg = run_config(**CFG)
     ck = tmp_path / "run.pt"
     assert train_run(cfg, ck, stop_after=20, progress=False) is None
     if how == "before test-best weights":                                   # as an older binding_nb wrote it
@@ -331,7 +338,7 @@ def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path,
         buf = io.BytesIO(); torch.save(saved, buf); write_verified(ck, buf.getvalue(), "checkpoint")
         later, message = cfg, "written before binding_nb kept test-best weights"
     else:
-        later, message = dataclasses.replace(cfg, n_test_scenes=16), "scored on 128 scenes, this run's on 16"
+        later, message = cfg.replace(n_test_scenes=16), "scored on 128 scenes, this run's on 16"
     with pytest.warns(UserWarning, match=message):
         row = train_run(later, ck, progress=False)
     saved = read_checkpoint(ck)
