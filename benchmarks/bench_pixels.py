@@ -14,7 +14,8 @@ import torch
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.pixels import LEVELS, SquareRenderer
-from binding_nb.train import run_config, RunConfig, setup_run
+from binding_nb.config import run_config, RunConfig
+from binding_nb.train import setup_run
 from binding_nb.utils import resolve_device
 
 

@@ -15,7 +15,8 @@ import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
-from binding_nb.train import ARCHITECTURE_NAMES, run_config, RunConfig, setup_run, with_architecture
+from binding_nb.config import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
+from binding_nb.train import setup_run
 from binding_nb.utils import resolve_device
 
 

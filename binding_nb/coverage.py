@@ -20,9 +20,9 @@ from scipy import stats
 from tqdm import tqdm
 
 from .loop import TrainingDiverged
-from .checkpoints import check_checkpoint_path, run_checkpoint, train_run
-from .train import (check_config, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS,
-                              RunConfig, SPLIT_METRICS)
+from .checkpoints import check_checkpoint_path, run_checkpoint
+from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, SPLIT_METRICS, train_run
+from .config import check_config, RunConfig
 from .results import ResultsTable
 from .utils import resolve_device, save_figure
 

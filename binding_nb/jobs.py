@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from .checkpoints import run_checkpoint
 from .coverage import COVERAGE_RESULTS, check_output_dir, run_identity, run_one, sweep_configs, sweep_results
-from .train import RunConfig
+from .config import RunConfig
 from .utils import atomic_file, set_aside, whole_number, writable_folder
 
 # %% auto #0

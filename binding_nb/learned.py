@@ -23,7 +23,8 @@ from .results import ResultsTable
 from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
-from .train import embed_all_queries, IN_BATCH_METRICS, run_config, RunConfig
+from .config import run_config, RunConfig
+from .train import embed_all_queries, IN_BATCH_METRICS
 from .utils import (file_signature, fingerprint, in_processes, make_generator, save_figure, verified_digest,
                               whole_number)
 

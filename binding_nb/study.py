@@ -21,7 +21,7 @@ from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, bindin
                                 learned_binding, paper_binding, paper_cells, paper_object_sample,
                                 unimodal_vs_crossmodal)
 from .sweeps import Cell, holdout_split
-from .train import check_config, run_config, RunConfig
+from .config import check_config, run_config, RunConfig
 from .utils import (in_processes, is_set_aside, number_in, resolve_device, whole_number, writable_folder)
 
 # %% auto #0

@@ -37,7 +37,8 @@ from binding_nb.inputs import input_kind
 from binding_nb.models import Tower
 from binding_nb.pixels import PixelConfig
 from binding_nb.checkpoints import load_model
-from binding_nb.train import new_model, run_config, RUN_SETTINGS, RunConfig
+from binding_nb.config import run_config, RUN_SETTINGS, RunConfig
+from binding_nb.train import new_model
 from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, safe_reason, set_aside, write_verified
 
 # ---- what older versions wrote (this file is the only place that knows it) ----

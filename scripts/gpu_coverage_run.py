@@ -27,8 +27,8 @@ import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
-from binding_nb.checkpoints import train_run
-from binding_nb.train import GPU_SCALE, run_config, RunConfig, setup_run, with_recipe
+from binding_nb.train import setup_run, train_run
+from binding_nb.config import GPU_SCALE, run_config, RunConfig, with_recipe
 from binding_nb.utils import resolve_device
 
 TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)

@@ -43,8 +43,10 @@ def run(job: tuple[str, str, int]) -> dict:
     import torch
     torch.set_num_threads(1)
     from binding_nb.scenes import sample_scenes
-    from binding_nb.checkpoints import load_model, train_run
-    from binding_nb.train import evaluate, run_config, run_data
+    from binding_nb.checkpoints import load_model
+    from binding_nb.train import train_run
+    from binding_nb.config import run_config
+    from binding_nb.train import evaluate, run_data
     name, space, seed = job
     change, spaces = LEVERS[name]
     cfg = run_config(**{**BASE, **spaces[space], **change, "seed": seed})

@@ -35,8 +35,8 @@ SEARCH = {
 def run(name: str) -> dict:
     import torch
     torch.set_num_threads(1)
-    from binding_nb.checkpoints import train_run
-    from binding_nb.train import run_config, with_recipe
+    from binding_nb.train import train_run
+    from binding_nb.config import run_config, with_recipe
     change = SEARCH[name]
     cfg = with_recipe(run_config(**BASE), "authors") if change == "authors" else run_config(**BASE, **change)
     t0 = time.perf_counter()

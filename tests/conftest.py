@@ -112,7 +112,7 @@ TINY_RUN = dict(V=5, steps=40, batch_size=32, d_model=32, n_layers=2, eval_every
 def uninterrupted(tmp_path_factory):
     """`uninterrupted(cfg)`: the result row of `cfg` trained without a stop, and its checkpoint (read it, never write it),
     trained once per session however many resume tests compare against it."""
-    from binding_nb.checkpoints import train_run
+    from binding_nb.train import train_run
     folder, done = tmp_path_factory.mktemp("uninterrupted"), {}
     def run(cfg) -> tuple[dict, "Path"]:
         key = repr(cfg.settings())

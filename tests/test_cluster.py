@@ -12,9 +12,10 @@ from submitit.slurm.test_slurm import get_signal_handler, mock_requeue, mocked_s
 
 from binding_nb.jobs import make_executor, run_states, submit_sweep, SweepJob
 from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, sweep_configs
-from binding_nb import checkpoints
-from binding_nb.checkpoints import load_checkpoint, read_checkpoint, train_run
-from binding_nb.train import run_config
+from binding_nb import train
+from binding_nb.checkpoints import load_checkpoint, read_checkpoint
+from binding_nb.train import train_run
+from binding_nb.config import run_config
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 TINY = dict(V=4, batch_size=32, d_model=16, n_layers=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
@@ -60,7 +61,7 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     script = textwrap.dedent(f"""
         from binding_nb.jobs import make_executor
         from binding_nb.jobs import submit_sweep
-        from binding_nb.train import run_config
+        from binding_nb.config import run_config
         ex = make_executor("local", {str(there / "jobs" / "submitit")!r}, gpus=0, time_min=10)
         rows = submit_sweep(run_config(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
                          executor=ex, wait=False, progress=False)
@@ -110,7 +111,7 @@ def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted
     out = tmp_path / "sweep"
     script = textwrap.dedent(f"""
         from binding_nb.jobs import make_executor, submit_sweep
-        from binding_nb.train import run_config
+        from binding_nb.config import run_config
         ex = make_executor("local", {str(out / "jobs" / "submitit")!r}, gpus=0, time_min=10)
         submit_sweep(run_config(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], [0], {str(out)!r},
                      executor=ex, wait=False, progress=False)
@@ -232,7 +233,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
         resumed_at = []
         def spy(path, cfg=None):
             ck = load_checkpoint(path, cfg); resumed_at.append(ck and ck["step"]); return ck
-        monkeypatch.setattr(checkpoints, "load_checkpoint", spy)
+        monkeypatch.setattr(train, "load_checkpoint", spy)
         run_on_slurm(mock, ex.folder, "12")                                # the requeued job
         assert resumed_at == [20]
     row = COVERAGE_RESULTS.read(out / "coverage_results.csv").iloc[0].to_dict()

@@ -1,18 +1,18 @@
 """The one converter of files older versions wrote (scripts/convert_old_runs.py): old checkpoints and results tables become files this version reads."""
-import csv, dataclasses, importlib.util, io, os, re, subprocess, sys, warnings
+import csv, importlib.util, io, os, re, subprocess, sys, warnings
 from pathlib import Path
 
 import pytest
 import torch
 
 from binding_nb.coverage import COVERAGE_RESULTS, has_run, run_checkpoint, SPLIT_METRICS
-from binding_nb.train import OPTIONAL_RESULTS
+from binding_nb.train import build_model, make_optimizer, OPTIONAL_RESULTS, train_run
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE
 from binding_nb.loop import TrainState
-from binding_nb.checkpoints import load_model, read_checkpoint, save_checkpoint, train_run
-from binding_nb.train import build_model, make_optimizer, run_config
+from binding_nb.checkpoints import load_model, read_checkpoint, save_checkpoint
+from binding_nb.config import run_config
 from binding_nb.utils import make_generator, write_verified
 
 torch.set_num_threads(1)

@@ -8,10 +8,10 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.checkpoints import train_run
+from binding_nb.train import diverged_row, METRICS, SPLIT_METRICS, train_run
 from binding_nb.coverage import COVERAGE_RESULTS, check_eval_memory, eval_memory, run_sweep, summarize_coverage
 from binding_nb.loop import TrainingDiverged
-from binding_nb.train import diverged_row, METRICS, run_config, SPLIT_METRICS
+from binding_nb.config import run_config
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 NB = Path(__file__).resolve().parents[1] / "nbs" / "05_coverage.ipynb"
@@ -248,7 +248,7 @@ def test_concurrent_sweeps_lose_no_row(tmp_path):
         import sys, torch
         torch.set_num_threads(1)
         from binding_nb.coverage import run_sweep
-        from binding_nb.train import run_config
+        from binding_nb.config import run_config
         base = run_config(steps=40, batch_size=32, d_model=16, n_layers=1, eval_every=20, ckpt_every=20, n_val_scenes=32,
                          n_test_scenes=64, device="cpu")
         run_sweep(base, [[2, 4]], [float(c) for c in sys.argv[2:]], [0], sys.argv[1], progress=False)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb.checkpoints import read_checkpoint, train_run
-from binding_nb.train import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
+from binding_nb.checkpoints import read_checkpoint
+from binding_nb.train import train_run
+from binding_nb.config import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
 
 REFERENCE = Path(__file__).with_name("golden_runs.json")
 # every step validated, so that the log holds the loss of every step; small enough for seconds a run

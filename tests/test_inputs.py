@@ -56,7 +56,7 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     from binding_nb.checkpoints import load_model, run_checkpoint
     from binding_nb.coverage import run_sweep
     from binding_nb.study import architecture_name
-    from binding_nb.train import run_config
+    from binding_nb.config import run_config
     name = use_inputs(f"{EXAMPLE}:deep_sets")
     base = run_config(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,
                      n_val_scenes=16, n_test_scenes=32, device="cpu", inputs=name, input_settings=dict(hidden=16))

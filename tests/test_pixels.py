@@ -10,8 +10,9 @@ from binding_nb.models import DualEncoder, batch_loss
 from binding_nb.pixels import LEVELS, PixelConfig, PixelSceneTower, SquareRenderer, largest_apart_square, palette, rendered_table
 from binding_nb.scenes import ConceptSpace
 from binding_nb.tokens import make_batch
-from binding_nb.checkpoints import load_checkpoint, train_run
-from binding_nb.train import check_config, run_config
+from binding_nb.checkpoints import load_checkpoint
+from binding_nb.train import train_run
+from binding_nb.config import check_config, run_config
 
 torch.set_num_threads(1)
 NB = Path(__file__).resolve().parents[1] / "nbs" / "07_pixels.ipynb"
@@ -222,7 +223,7 @@ def test_pixels_are_an_input_kind_loaded_by_name(tmp_path):
                     device="cpu", inputs="pixels", input_settings=PixelConfig(level=2, image_size=16, square=5))
     train_run(cfg, tmp_path / "px.pt", progress=False)
     code = f"""import sys
-import binding_nb.checkpoints as checkpoints
+import binding_nb.checkpoints as checkpoints, binding_nb.train
 assert "binding_nb.pixels" not in sys.modules, "training (train, checkpoints) imports the pixel page"
 model, cfg = checkpoints.load_model({str(tmp_path / 'px.pt')!r}, device="cpu")
 assert "binding_nb.pixels" in sys.modules and type(model.scene_encoder).__name__ == "PixelSceneTower"

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb import checkpoints, loop, models, train
-from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint, train_run
-from binding_nb.train import _NOT_IN_KEY, run_config, RUN_SETTINGS, RunConfig
+from binding_nb import loop, models, train
+from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint
+from binding_nb.train import train_run
+from binding_nb.config import _NOT_IN_KEY, run_config, RUN_SETTINGS, RunConfig
 from binding_nb.utils import write_verified
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
@@ -22,14 +23,14 @@ def test_resume_after_kill(tmp_path, uninterrupted):
     ck = tmp_path / "killed.pt"
     script = textwrap.dedent(f"""
         import time, torch
-        from binding_nb import checkpoints, train
+        from binding_nb import config, train
         torch.set_num_threads(1)
-        cfg = train.run_config(**{CFG!r})
-        save = checkpoints.save_checkpoint
+        cfg = config.run_config(**{CFG!r})
+        save = train.save_checkpoint
         def slow_save(*args):              # slow the run down after each checkpoint so the kill lands mid-way
             save(*args); time.sleep(0.5)
-        checkpoints.save_checkpoint = slow_save
-        checkpoints.train_run(cfg, {str(ck)!r}, progress=False)
+        train.save_checkpoint = slow_save
+        train.train_run(cfg, {str(ck)!r}, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     try:
