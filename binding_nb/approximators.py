@@ -48,7 +48,8 @@ class _ConceptInput(nn.Module):
     tables."""
     def __init__(self, values_per_concept: Sequence[int], n_slots: int):
         super().__init__()
-        self.values_per_concept, self.n_slots, self.n_values = tuple(values_per_concept), int(n_slots), int(sum(values_per_concept))
+        self.values_per_concept, self.n_slots, self.n_values = (tuple(values_per_concept), int(n_slots),
+                                                                int(sum(values_per_concept)))
         self.register_buffer("offsets", torch.tensor(np.cumsum((0,) + self.values_per_concept[:-1]), dtype=torch.long),
                              persistent=False)
 

@@ -210,6 +210,7 @@ def embed(encoder,                           # an Encoder, a name for `load_enco
     bad = ~np.isfinite(arr)
     if bad.any():
         warnings.warn(f"encoder {enc.name!r} returned {int(bad.sum())} non-finite values (NaN or inf) in "
-                      f"{int(bad.any(1).sum())} of {len(items)} items; they are returned as computed" + (" and not cached" if path else ""), stacklevel=2)
+                      f"{int(bad.any(1).sum())} of {len(items)} items; they are returned as computed"
+                      + (" and not cached" if path else ""), stacklevel=2)
     elif path is not None: write_cache(path, arr, key, fields)
     return arr

@@ -54,7 +54,7 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), n_scenes, replace=False))]
     name = f"{code}, rank {rank}" if code else "table"
     if code == "shared_product":          # 06's known binding, [sum_k u ; prod_k v] per object: its own sample
-        lb = known_binding(space, code, rank, n_scenes, seed=1)
+        lb = known_binding(space, code, rank, n_scenes=n_scenes, seed=1)
         t, probes = lb.table, lb.probes
     elif code:
         t = scene_table(form_embeddings(space, scenes, code, rank, dim, seed=1), (scenes, space), name=name)
@@ -72,8 +72,8 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
 def _complexity_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
     num = lambda c: pd.to_numeric(df[c], errors="coerce")
     return {**fit_row_checks(df),
-            "missing test accuracies": (df.status == "ok") & pd.concat([num(c).isna() for c in ("concept_acc",
-                                                                                                "object_acc")], axis=1).any(axis=1)}
+            "missing test accuracies": (df.status == "ok") & pd.concat(
+                [num(c).isna() for c in ("concept_acc", "object_acc")], axis=1).any(axis=1)}
 
 COMPLEXITY_RESULTS = ResultsTable(
     file="complexity_results.csv",
@@ -101,7 +101,8 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
     "Fit and measure every (coverage, seed, cell) not yet in `output_dir/complexity_results.csv`; this sweep's rows."
     plan = plan_sweep(table, run, cells, coverages, seeds, COMPLEXITY_RESULTS, output_dir, steps, batch_size,
                       eval_every, val_fraction)
-    probes = probes if probes is not None else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device)
+    probes = (probes if probes is not None
+              else fit_probes(table, *probe_split(table.n, 0.4, 0, table.keys(ordered=True)), device=device))
     # settings and data, never fitted numbers
     base = fingerprint(run, table.emb, table.values, probes.train, probes.test, plan.steps, batch_size,
                        plan.eval_every, val_fraction)
@@ -144,7 +145,8 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
     logged = results.assign(**{c: np.nan for c in on_test if c not in results})
     top = best_on_test(logged, metrics=on_test).rename(columns=dict(zip([f"{m}_test_max" for m in on_test], TEST_MAX)))
     top = top.groupby(["run", "family", "coverage"])[TEST_MAX].mean()
-    return g[SUMMARY_METRICS].mean().join(g.size().rename("n_seeds")).join(g.chosen.agg("; ".join)).join(top).reset_index()
+    return (g[SUMMARY_METRICS].mean().join(g.size().rename("n_seeds")).join(g.chosen.agg("; ".join)).join(top)
+            .reset_index())
 
 # %% ../nbs/04_complexity.ipynb #c162ad30
 def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig4_complexity"):
@@ -240,5 +242,5 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
                        embed_seconds=row.pop("prepare_seconds"),
                        sweep_seconds=round(time.perf_counter() - t0, 2))
         status.append(row)
-    return pd.DataFrame(status), (pd.concat(results,
-                                            ignore_index=True) if results else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))
+    return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results
+                                  else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))

@@ -88,8 +88,9 @@ def available_memory(device: str | torch.device = "auto") -> int | None:
     except (ValueError, OSError, AttributeError): return None
 
 def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: bool = False) -> int:
-    """The bytes the runs `cfgs` need to evaluate (`eval_memory`): the largest run's, or with `at_once` (runs side by side, as
-    local jobs) the sum; a `ValueError` with both figures and what to change when that exceeds `available` bytes (`None`: unknown)."""
+    """The bytes the runs `cfgs` need to evaluate (`eval_memory`): the largest run's, or with `at_once` (runs side by
+    side, as local jobs) the sum; a `ValueError` with both figures and what to change when that exceeds `available`
+    bytes (`None`: unknown)."""
     needs = [eval_memory(c) for c in cfgs]
     need = sum(needs) if at_once else max(needs)
     if available is not None and need > available:
@@ -98,7 +99,9 @@ def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: boo
         raise ValueError(f"the exhaustive evaluation would need about {gib(need)} of memory, but {gib(available)} is "
                          f"available: at C={big.C}, V={big.V} every test scene is scored against all V**C = "
                          f"{big.space.n_objects:,} objects ({gib(max(needs))} per "
-                         f"run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); lower V or C (the memory grows as V**C)" + (", or run the jobs one at a time (executor none)" if at_once else "")
+                         f"run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); lower V or C "
+                         "(the memory grows as V**C)"
+                         + (", or run the jobs one at a time (executor none)" if at_once else "")
                          + ", or run where more memory is free")
     return need
 

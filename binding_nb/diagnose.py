@@ -120,7 +120,8 @@ class Diagnosis:
     def run(self, dataset: str) -> RunSpec:
         "The 03a run of `dataset` through the tower of its modality, with the budget's sample."
         enc, w = self.towers[dataset_modality(dataset)]
-        n = self.n_pairs if self.n_pairs is not None else None if ":" in dataset else self.budget.text_pairs if dataset_modality(dataset) == "text" else self.budget.image_pairs
+        n = (self.n_pairs if self.n_pairs is not None else None if ":" in dataset
+             else self.budget.text_pairs if dataset_modality(dataset) == "text" else self.budget.image_pairs)
         return RunSpec(dataset, enc, w, n)
 
 def diagnosis(encoder: str, pretrained: str = "random", datasets: Sequence[str] | None = None,
@@ -170,7 +171,8 @@ class Workspace:
     "The models, datasets and embeddings of one diagnosis, each loaded or computed once, through the embedding cache."
     def __init__(self, diag: Diagnosis, cache_dir, device="auto", batch_size: int = 64,
                  dataset_options: dict | None = None, progress: bool = True):
-        self.diag, self.cache_dir, self.device, self.batch_size, self.options, self.progress = diag, cache_dir, device, batch_size, dataset_options or {}, progress
+        self.diag, self.cache_dir, self.device, self.batch_size, self.options, self.progress = (
+            diag, cache_dir, device, batch_size, dataset_options or {}, progress)
         self._made = {}
     def _once(self, key, make: Callable):
         if key not in self._made: self._made[key] = make()
@@ -243,8 +245,8 @@ def crossmodal_recognition(scene_emb, scenes, space, concept_emb, object_emb) ->
     obj = object_recognition(emb @ unit(object_emb).T, scenes, space).float().mean()
     return {"concept recognition": float(concept), "object recognition": float(obj),
             "concept chance": chance_recognition(space, scenes, "concept"),
-            "object chance": chance_recognition(space, scenes,
-                                                "object"), "bag of concepts": bag_of_concepts_accuracy(space, scenes), "scenes": len(scenes)}
+            "object chance": chance_recognition(space, scenes, "object"),
+            "bag of concepts": bag_of_concepts_accuracy(space, scenes), "scenes": len(scenes)}
 
 def crossmodal_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict]:
     """Cross-modal recognition on `dataset`'s two-object scenes: the image tower's scenes against the text tower's
@@ -298,7 +300,8 @@ def run_stage(ws: Workspace, stage: Stage, folder: Path) -> Stage:
     there with the same inputs."""
     key = stage_key(ws.diag, stage)
     if (rec := _read_stage(folder, key)) is not None:
-        stage.status, stage.seconds, stage.numbers, stage.tables, stage.reason = "ok", rec["seconds"], rec["numbers"], rec["tables"], "read back"
+        stage.status, stage.seconds, stage.numbers, stage.tables, stage.reason = (
+            "ok", rec["seconds"], rec["numbers"], rec["tables"], "read back")
         return stage
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -333,8 +336,8 @@ def diagnose_one(diag: Diagnosis, out, cache_dir=None, device="auto", command: s
                  dataset_options: dict | None = None) -> dict:
     """Run every stage of `diag` into `out` (each saved as it ends; finished ones read back), then write its report; the
     summary."""
-    folder, t0, started = writable_folder(out, "--out",
-                                          "pass a folder you can write to"), time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    folder, t0, started = (writable_folder(out, "--out", "pass a folder you can write to"), time.perf_counter(),
+                           time.strftime("%Y-%m-%dT%H:%M:%S"))
     ws = Workspace(diag, cache_dir, device, dataset_options=dataset_options, progress=progress)
     stages = stages_of(diag)
     bar = tqdm(stages, desc=diag.name, unit="stage", disable=not progress)
@@ -411,7 +414,8 @@ def diagnose(encoders: Sequence[str], out, pretrained: Sequence[str] | str = "de
         s = diagnose_one(d, adopt_old_folder(folder, d), cache_dir, device, command, progress, options)
         failed += [f"{d.name}: {st['name']} ({st['reason']})" for st in s["stages"] if st["status"] == "failed"]
         if progress: print(f"{d.name}: report in {folder / d.slug / 'report.md'} ({s['wall_seconds']:.0f} s)")
-    board = leaderboard([folder / d.slug / "summary.json" for d in diags] + [p for p in folder.glob("*/summary.json") if p.parent.name not in {d.slug for d in diags}])
+    board = leaderboard([folder / d.slug / "summary.json" for d in diags]
+                        + [p for p in folder.glob("*/summary.json") if p.parent.name not in {d.slug for d in diags}])
     write_leaderboard(board, folder)
     board.attrs["failed"] = failed        # stages that failed (not those not run for want of data): the command exits 1
     return board
@@ -428,8 +432,10 @@ def refused(command: str):
 def diagnose_cli(
     encoders: Param("encoders: openclip:<arch>, hf:<model id or folder>, st:<name or folder>", str, nargs="+",
                     opt=False),
-    pretrained: Param("weights, one for all or one per encoder: 'default' (published), 'random' (the random-init twin), a tag or a local path", str, nargs="+") = "default",
-    datasets: Param("datasets by name: clevr2d, clevr3d, text, pug_spare, ... (default: clevr2d for an image tower, text for a text tower)", str, nargs="+") = None,
+    pretrained: Param("weights, one for all or one per encoder: 'default' (published), 'random' (the random-init "
+                      "twin), a tag or a local path", str, nargs="+") = "default",
+    datasets: Param("datasets by name: clevr2d, clevr3d, text, pug_spare, ... (default: clevr2d for an image tower, "
+                    "text for a text tower)", str, nargs="+") = None,
     text_encoder: Param("the text tower of a dual encoder (openclip: its own, by default)", str) = None,
     text_pretrained: Param("the text tower's weights (default: as --pretrained)", str) = None,
     out: Param("report folder: one subfolder per encoder, and the leaderboard", str) = "binding_diagnosis",

@@ -187,7 +187,8 @@ def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
         if isinstance(hit, str): return hit
     return None
 
-_OPENCLIP_ADVICE = "pass an existing checkpoint file, a tag such as 'openai', or pretrained=None for the random-init twin"
+_OPENCLIP_ADVICE = ("pass an existing checkpoint file, a tag such as 'openai', or pretrained=None for the "
+                    "random-init twin")
 
 def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
     """What `pretrained` asks of `openclip:<arch>`, checked without loading anything: ('random', None), ('file', path)
@@ -221,7 +222,8 @@ def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -
     name = f"openclip:{arch}"
     if kind == "random":
         with quiet_loading():
-            model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None, force_quick_gelu=quick_gelu))
+            model = build_seeded(seed, lambda: open_clip.create_model(arch, pretrained=None,
+                                                                      force_quick_gelu=quick_gelu))
         return model, f"random-init-seed{seed}"
     if kind == "file":
         try: model = open_clip.create_model(arch, pretrained=str(source), force_quick_gelu=quick_gelu)
@@ -311,7 +313,8 @@ def _builtin_hf(ident: str):
     cfg = Dinov2Config(image_size=518, patch_size=14, num_hidden_layers=12, mlp_ratio=4, **_DINOV2_SIZES[m.group(1)])
     return cfg, ImagePreprocess(256, 224, *_IMAGENET, "bicubic", "shortest")
 
-_HF_ADVICE = "pass a folder that save_pretrained wrote (config.json and the weights), or pretrained=None for the random-init twin"
+_HF_ADVICE = ("pass a folder that save_pretrained wrote (config.json and the weights), or pretrained=None for the "
+              "random-init twin")
 
 def _hf_source(ident: str, pretrained) -> tuple[str, bool]:
     """Where `hf:<ident>` loads from, and whether that is a local folder; a local folder is checked (config.json,
@@ -402,7 +405,8 @@ def _st_folder_parts(folder: Path, name: str) -> list[Path]:
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: {safe_reason(e)}; {_ST_ADVICE}") from None
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: it holds no list of modules; {_ST_ADVICE}")
+        raise ValueError(f"{folder / 'modules.json'} (for {name}) is damaged: it holds no list of modules; "
+                         f"{_ST_ADVICE}")
     for m in modules:
         if str(m.get("type", "")).rsplit(".", 1)[-1] == "Transformer":
             _read_config(folder / str(m.get("path", "")), name, _ST_ADVICE)

@@ -73,7 +73,8 @@ def _function_identity(fn: types.FunctionType, depth: int, seen: frozenset) -> s
     def read(name: str) -> str:
         if name not in fn.__globals__: return f"builtin:{name}" if name in builtins else f"unbound:{name}"
         try: return _identity(fn.__globals__[name], depth, seen)
-        except UnknowableCallable as e: raise UnknowableCallable(f"{fn.__qualname__} reads the global {name!r}: {e}") from None
+        except UnknowableCallable as e:
+            raise UnknowableCallable(f"{fn.__qualname__} reads the global {name!r}: {e}") from None
     try: cells = [c.cell_contents for c in fn.__closure__ or ()]
     except ValueError: raise UnknowableCallable(f"{fn.__qualname__} closes over a variable not yet assigned") from None
     # a library decorator's closure holds the function it wraps
@@ -106,15 +107,18 @@ def _identity(v, depth: int, seen: frozenset) -> str:
         return f"array:{v.dtype.str}:{np.shape(v)}:{fingerprint(np.asarray(v), length=None)}"
     if isinstance(v, torch.Tensor):
         try: raw = v.detach().cpu().flatten().view(torch.uint8).numpy()
-        except Exception as e: raise UnknowableCallable(f"a tensor whose values cannot be read ({type(e).__name__})") from None
+        except Exception as e:
+            raise UnknowableCallable(f"a tensor whose values cannot be read ({type(e).__name__})") from None
         return f"tensor:{v.dtype}:{tuple(v.shape)}:{fingerprint(raw, length=None)}"
     if isinstance(v, (PurePath, np.dtype, torch.dtype, torch.device)): return f"{type(v).__name__}:{v}"
     if isinstance(v, re.Pattern): return f"regex:{v.flags}:{v.pattern!r}"
-    if isinstance(v, (types.BuiltinFunctionType, np.ufunc, types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+    if isinstance(v, (types.BuiltinFunctionType, np.ufunc, types.MethodDescriptorType, types.WrapperDescriptorType,
+                      types.ClassMethodDescriptorType)):
         # None, a module or a class: a C function, known by its name
         owner = getattr(v, "__self__", None)
         if owner is None or isinstance(owner, (types.ModuleType, type)):
-            return f"builtin:{getattr(v, '__module__', None) or getattr(owner, '__name__', '')}.{getattr(v, '__qualname__', v.__name__)}"
+            return (f"builtin:{getattr(v, '__module__', None) or getattr(owner, '__name__', '')}"
+                    f".{getattr(v, '__qualname__', v.__name__)}")
     if id(v) in seen: return "cycle"                            # a function that calls itself, a list that holds itself
     if depth > _KEY_DEPTH: raise UnknowableCallable(f"it nests more than {_KEY_DEPTH} levels deep")
     seen, depth = seen | {id(v)}, depth + 1

@@ -56,7 +56,8 @@ def random_attribute_swaps(space: ConceptSpace, scenes: torch.Tensor, generator:
                            # False: scenes known to be valid (no host sync)
                            swaps_per_scene: int = 1, check: bool = True,
                            ) -> torch.Tensor:  # [n, swaps_per_scene] object ids, -1 where none
-    "Per scene, `swaps_per_scene` objects: slot `i1` with concept `c` taken from slot `i2 != i1` (random); -1 for 1-object scenes."
+    """Per scene, `swaps_per_scene` objects: slot `i1` with concept `c` taken from slot `i2 != i1` (random); -1 for
+    1-object scenes."""
     if check: scenes = torch.as_tensor(check_scenes(space, scenes))
     n, m, C = scenes.shape
     r, dev = whole_number(swaps_per_scene, "swaps_per_scene", low=0), scenes.device
@@ -82,7 +83,8 @@ def _per_scene(lists: torch.Tensor, n: int, batch_size: int) -> torch.Tensor:
 def in_batch_object_candidates(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator,
                                batch_size: int = 512, max_candidates: int = 64, swaps_per_scene: int = 1,
                                ) -> torch.Tensor:  # [n, K] object ids, -1 padding
-    "Each scene's object candidates: its batch's distinct objects (a random `max_candidates` if more) and attribute swaps."
+    """Each scene's object candidates: its batch's distinct objects (a random `max_candidates` if more) and attribute
+    swaps."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
     return _per_scene(_object_lists(space, scenes, generator, batch_size, max_candidates, swaps_per_scene),

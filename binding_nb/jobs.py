@@ -136,7 +136,8 @@ def _failure(rec: dict) -> str:
         if outcome == "error": return [line for line in str(value).splitlines() if line.strip()][-1].strip()
         return "the job finished, but its row is not in the results table"
     state = f", Slurm state {_slurm_job(rec).state}" if rec["cluster"] == "slurm" else ""
-    return f"the job ended without a result{state}: killed, out of memory, lost with its node, or out of time with no requeue left"
+    return (f"the job ended without a result{state}: killed, out of memory, lost with its node, "
+            "or out of time with no requeue left")
 
 def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = True) -> pd.DataFrame:
     """Where each run of a sweep stands (one of `STATES`), with its job's id and log, and why it failed or trains with
@@ -156,7 +157,8 @@ def run_states(cfgs: list[RunConfig], output_dir: str | Path, refresh: bool = Tr
         state = (("finished" if mine.status.iloc[0] == "ok" else "diverged") if len(mine) else "in flight" if fly
                  or lock
                  else "failed" if rec is not None else "not submitted")
-        reason = _failure(rec) if state == "failed" else _held_by(rec, _lock_path(out, cfg)) if state == "in flight" and lock else ""
+        reason = (_failure(rec) if state == "failed"
+                  else _held_by(rec, _lock_path(out, cfg)) if state == "in flight" and lock else "")
         rows.append(dict(run=cfg.run_name(), state=state, job_id=rec["job_id"] if rec else "",
                          log=rec["log"] if rec else "",
                          reason=reason))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -54,7 +55,8 @@ class QueryProbes:
 
     def accuracy(self, x, values: np.ndarray, chunk: int = 8192, baseline: bool = True) -> dict[str, float]:
         """Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes
-        `values[n, m, C]`, and the same scenes scored in-batch (App. B.6), with its baseline unless `baseline` is False."""
+        `values[n, m, C]`, and the same scenes scored in-batch (App. B.6), with its baseline unless `baseline` is
+        False."""
         if len(values) == 0:
             return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
         dev, concept, obj = self.values.device, [], []
@@ -67,8 +69,9 @@ class QueryProbes:
                     **self.in_batch(x, values, baseline=baseline))
 
     def in_batch(self, x, values: np.ndarray, seed: int = 0, baseline: bool = True) -> dict[str, float]:
-        """The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a permutation
-        seeded by `seed`): in-batch concept and object recognition, and (`baseline`) the baseline on the same candidates."""
+        """The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a
+        permutation seeded by `seed`): in-batch concept and object recognition, and (`baseline`) the baseline on the
+        same candidates."""
         dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
         s = torch.as_tensor(np.ascontiguousarray(np.asarray(x, np.float32)[order]), device=dev)
         v = torch.as_tensor(np.asarray(values)[order], device=dev)
@@ -153,10 +156,9 @@ def _scene_tower(model: DualEncoder, space: ConceptSpace, chunk: int = 4096) -> 
         return np.concatenate([model.scene_encoder(p)[0].float().cpu().numpy() for p in parts])
     return embed_scenes
 
-def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, name: str | None = None,
-                    n_scenes: int | None = None,
-                    seed: int = 0, cache_dir=None, device="auto", weights: str = "selected",
-                    among: np.ndarray | None = None) -> LearnedBinding:
+def learned_binding(model: DualEncoder | str | Path, cfg: RunConfig | None = None, *, name: str | None = None,
+                    n_scenes: int | None = None, seed: int = 0, cache_dir=None, device="auto",
+                    weights: str = "selected", among: np.ndarray | None = None) -> LearnedBinding:
     """The binding function of a trained dual encoder: a checkpoint of §5.2 (`load_model`, its `weights`), or a
     `DualEncoder` with its `RunConfig`; `among`: `binding_of`'s."""
     source = Path(model) if isinstance(model, (str, Path)) else None
@@ -233,10 +235,9 @@ def _measures(app, lb: LearnedBinding, rows: np.ndarray) -> dict:
 
 # %% ../nbs/06_learned_binding.ipynb #9956c08f
 def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[float] = (0.5,),
-                seeds: Sequence[int] = (0,),
-                output_dir=None, steps: int = 2000, batch_size: int | None = None, eval_every: int = 100,
-                val_fraction: float = 0.1,
-                device="auto", progress: bool = True) -> pd.DataFrame:
+                seeds: Sequence[int] = (0,), output_dir=None, *, steps: int = 2000, batch_size: int | None = None,
+                eval_every: int = 100, val_fraction: float = 0.1, device="auto",
+                progress: bool = True) -> pd.DataFrame:
     """Fit every setting to a binding function on scenes of a `fraction` of the objects and measure it on scenes of the
     others through the model's queries; the fits not yet in `output_dir/learned_results.csv` are run, then this binding
     function's rows returned."""
@@ -297,8 +298,8 @@ def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> 
     model's query encoder."""
     probes = fit_probes(lb.table, *probe_split(lb.table.n, 0.4, seed, lb.table.keys(ordered=True)), device=device)
     rows = probes.test
-    linear, query = probes.accuracy(lb.table.emb[rows], lb.table.values[rows]), lb.probes.accuracy(lb.table.emb[rows],
-                                                                                                   lb.table.values[rows])
+    linear, query = (probes.accuracy(lb.table.emb[rows], lb.table.values[rows]),
+                     lb.probes.accuracy(lb.table.emb[rows], lb.table.values[rows]))
     return dict(linear_concept_acc=linear["concept"], linear_object_acc=linear["object"],
                 query_concept_acc=query["concept"],
                 query_object_acc=query["object"], n_probe_test=len(rows))
@@ -306,7 +307,7 @@ def unimodal_vs_crossmodal(lb: LearnedBinding, seed: int = 0, device="auto") -> 
 # %% ../nbs/06_learned_binding.ipynb #e27cac73
 KNOWN_KINDS = ("shared_product", "bag", "table")
 
-def known_binding(space: ConceptSpace, kind: str, rank: int = 32, n_scenes: int | None = None, seed: int = 0,
+def known_binding(space: ConceptSpace, kind: str, rank: int = 32, *, n_scenes: int | None = None, seed: int = 0,
                   among: np.ndarray | None = None) -> LearnedBinding:
     """An untrained dual encoder whose binding is known: a shared multiplicative code `[sum_k u ; prod_k v]`, an
     additive bag of concepts `sum_k u` (its values' queries: `u`), or a random vector per object and per value (a
@@ -341,10 +342,10 @@ def paper_known_answers(space: ConceptSpace, n_objects: int = PAPER_OBJECTS,
     lb = known_binding(space, "shared_product", rank, among=paper_object_sample(space, n_objects))
     cells = [replace(c, init=spread, init_mean=mean) for c in paper_cells(forms, lr,
                                                                           lb.table.d) for spread, mean in starts]
-    jobs = [(lb, [c], [0.5], [0], output_dir, steps, None, eval_every, PAPER_VAL_FRACTION, device,
-             False) for c in cells]
-    return pd.concat(in_processes(fit_binding, jobs, workers, "known answers in the authors' setting"),
-                     ignore_index=True)
+    fit = partial(fit_binding, steps=steps, eval_every=eval_every, val_fraction=PAPER_VAL_FRACTION, device=device,
+                  progress=False)
+    jobs = [(lb, [c], [0.5], [0], output_dir) for c in cells]
+    return pd.concat(in_processes(fit, jobs, workers, "known answers in the authors' setting"), ignore_index=True)
 
 # %% ../nbs/06_learned_binding.ipynb #3b961a9b
 def _panels(df: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:

@@ -218,7 +218,8 @@ class Block(nn.Module):
         for (n, L), chunk, mask, pos in zip(p.groups, qkv.split([n * L for n, L in p.groups]), masks, eos_pos):
             q, k, v = chunk.view(n, L, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)   # [n, H, L, d_head] each
             if last:
-                q = q[:, :, -1:] if pos is None else q.gather(2, pos.view(n, 1, 1, 1).expand(n, q.shape[1], 1, q.shape[3]))
+                q = (q[:, :, -1:] if pos is None
+                     else q.gather(2, pos.view(n, 1, 1, 1).expand(n, q.shape[1], 1, q.shape[3])))
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask[:, None, None, :])
             parts.append(a.transpose(1, 2).reshape(n * q.shape[2], -1))
         return torch.cat(parts) if len(parts) > 1 else parts[0]

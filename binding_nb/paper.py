@@ -58,8 +58,8 @@ GEOMETRY_NUMBERS = pd.DataFrame([
     ("D.3", "CLEVR, three objects, occlusion", ("clevr3d-3-occlusion",), "CLIP ViT-B/32 image", "pretrained",
      "probe accuracy", "probes", "0.91–0.93", _PL + ", App. D.3", ""),
     ("D.3", "CLEVR, three objects", ("clevr3d-3", "clevr3d-3-occlusion"), "CLIP ViT-B/32 image", "pretrained",
-     "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65", _PL + ", App. D.3",
-     ""),
+     "retrieval of the reconstruction: no occlusion → occlusion", "recon_retrieval", "0.76 → 0.65",
+     _PL + ", App. D.3", ""),
 ], columns=["table", "dataset", "matches", "model", "weights", "measure", "key", "paper", "source", "note"])
 
 # %% ../nbs/paper.ipynb #16c928ba
@@ -72,7 +72,8 @@ def geometry_ours(key: str, kn: dict, a: pd.DataFrame | None) -> tuple[str, str]
     if key == "edit_avg": return _f(kn["edit k=1 AVG"]), "AVG, all edits"
     if key == "edit_single": return _f(kn["edit k=1 SINGLE"]), "SINGLE, all edits"
     if key == "t4":
-        return f"{_f(kn['R² scene from concepts'])} (objects {_f(kn['R² scene from objects'])})", "least squares, tables per slot"
+        return (f"{_f(kn['R² scene from concepts'])} (objects {_f(kn['R² scene from objects'])})",
+                "least squares, tables per slot")
     if key in ("att_concept", "att_object"):
         col = "probe_concept_per_head" if key == "att_concept" else "probe_object"
         return (f"{_f(table_value(a, col, variant='none removed'))} → "
@@ -177,7 +178,8 @@ def _learned_ours(best: pd.DataFrame, correlation: pd.DataFrame, key: str) -> st
         forms = best[best.family.isin(list(FORMS))]
         if forms.empty: return "not in this study"
         mean = forms.groupby("family").object_acc.mean().sort_values(ascending=False)
-        return f"{mean.index[0].replace('_', ' ')} ({mean.iloc[0]:.2f}; next {mean.index[1].replace('_', ' ')}, {mean.iloc[1]:.2f})" if len(mean) > 1 else mean.index[0]
+        return (f"{mean.index[0].replace('_', ' ')} ({mean.iloc[0]:.2f}; next {mean.index[1].replace('_', ' ')}, "
+                f"{mean.iloc[1]:.2f})" if len(mean) > 1 else mean.index[0])
     fam, metric = {"mlp_object": ("mlp", "object_acc"), "additive_concept": ("additive", "concept_acc"),
                    "additive_object": ("additive", "object_acc"), "global_product_object": ("global_product",
                                                                                             "object_acc")}[key]

@@ -96,8 +96,8 @@ class SquareRenderer:
         if self.square > self.size:
             raise ValueError(f"a square of side {self.square} does not fit an image of side {self.size}: use a larger "
                              f"image or a smaller square")
-        if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise,
-                                                                        bool) and np.isfinite(self.noise) and self.noise >= 0):
+        if not (isinstance(self.noise, (int, float)) and not isinstance(self.noise, bool) and np.isfinite(self.noise)
+                and self.noise >= 0):
             raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
 
     def check_apart(self, objects: int) -> None:
@@ -133,7 +133,8 @@ class SquareRenderer:
         first, second = candidates[:, 0, 0], candidates[:, 1]                                   # [n, 2], [n, tries, 2]
         apart = ((second - first[:, None]).abs() >= self.square).any(-1) | ~both[:, None]       # [n, tries]
         tried = second[torch.arange(n, device=present.device), apart.int().argmax(1)]         # the first try apart
-        return torch.stack([first, torch.where(apart.any(1, keepdim=True), tried, self.far_corner(first, second[:, 0]))], 1)
+        return torch.stack([first, torch.where(apart.any(1, keepdim=True), tried,
+                                               self.far_corner(first, second[:, 0]))], 1)
 
     def render(self, scenes, seed: int = 0, colours: torch.Tensor | None = None,
                check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -297,8 +298,10 @@ def rendered_table(encoder, renderer: SquareRenderer, scenes: np.ndarray, name: 
     from binding_nb.cache import embed                  # imported here: a pixel run needs neither PIL nor the encoders
     from binding_nb.datasets.core import as_images
     scenes = np.asarray(scenes)
-    if scenes.ndim != 3 or scenes.shape[1:] != (2, 2) or len(scenes) == 0 or (empty := (scenes < 0).any(-1).any(-1)).any():
-        got = f"{int(empty.sum())} of {len(scenes)} scenes with an empty slot (-1)" if scenes.ndim == 3 and scenes.shape[1:] == (2, 2) and len(scenes) else f"shape {scenes.shape}"
+    if (scenes.ndim != 3 or scenes.shape[1:] != (2, 2) or len(scenes) == 0
+            or (empty := (scenes < 0).any(-1).any(-1)).any()):
+        got = (f"{int(empty.sum())} of {len(scenes)} scenes with an empty slot (-1)"
+               if scenes.ndim == 3 and scenes.shape[1:] == (2, 2) and len(scenes) else f"shape {scenes.shape}")
         raise ValueError(f"rendered_table takes scenes [n, 2, 2] with two objects in every one (§5.1 approximates how "
                          f"an encoder binds two objects; a one-object scene has nothing to bind), got {got}: pass "
                          f"two-object scenes such as binding_scenes(ConceptSpace([V, V]), n)")

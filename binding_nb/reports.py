@@ -52,7 +52,8 @@ _GEOMETRY_VERDICT = {"r2": ("additive reconstruction R², AVG / AVG+POS", lambda
                                                                     f"concepts)")}
 
 def _paper_value(table: pd.DataFrame, key: str, dataset: str | None = None) -> str:
-    "The paper's number for pretrained CLIP ViT-B/32 under `key` (on `dataset`, when the table names datasets), or '—'."
+    """The paper's number for pretrained CLIP ViT-B/32 under `key` (on `dataset`, when the table names datasets), or
+    '—'."""
     rows = table[(table.key == key) & (table.weights == "pretrained") & table.model.str.startswith("CLIP")]
     if dataset is not None: rows = rows[rows.matches.map(lambda m: dataset.split(":")[0] in m)]
     return "; ".join(dict.fromkeys(rows.paper)) or "—"
@@ -74,7 +75,8 @@ def verdict(stages: Sequence[Stage]) -> pd.DataFrame:
                     _paper_value(GEOMETRY_NUMBERS, key, s.dataset))
         elif s.kind == "complexity":
             summary = s.tables["complexity_summary"]
-            for p in COMPLEXITY_NUMBERS[(COMPLEXITY_NUMBERS.figure == "Fig. 4") & COMPLEXITY_NUMBERS.model.str.startswith("CLIP")].itertuples():
+            for p in COMPLEXITY_NUMBERS[(COMPLEXITY_NUMBERS.figure == "Fig. 4")
+                                        & COMPLEXITY_NUMBERS.model.str.startswith("CLIP")].itertuples():
                 # the paper's families: MLPs
                 yours = complexity_ours(summary[summary.family.isin(p.families)], p.key)
                 row(f"{p.measure} ({', '.join(p.families)})", "n/a" if not np.isfinite(yours) else f"{yours:.2f}",
@@ -120,7 +122,8 @@ def html_page(blocks: Sequence[tuple], title: str, folder: Path) -> str:
     style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222} "
              "table.t{border-collapse:collapse;margin:.5rem 0 1rem;font-size:.9rem} .t th,.t td{border-bottom:1px "
              "solid #ddd;padding:.25rem .6rem;text-align:left} img{max-width:100%}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
 
 def markdown_page(blocks: Sequence[tuple]) -> str:
     "The same report blocks as Markdown."
@@ -161,10 +164,10 @@ def report_blocks(info: dict, stages: Sequence[Stage], folder: Path) -> list[tup
               ("h", 2, "Verdict"),
               ("p", "Each measure of your encoder beside its chance level or baseline, and beside pretrained CLIP "
                     "ViT-B/32 in the paper (its published numbers, where the paper gives one for this dataset). "
-                    "Geometry: in-sample R² and retrieval; probes on held-out scenes. Complexity: approximators fitted "
-                    "on scenes of part of the objects, read by linear probes on scenes made only of the others, "
-                    "selected on validation objects. Cross-modal: every concept value and every object scored against "
-                    "each two-object scene (exhaustive)."),
+                    "Geometry: in-sample R² and retrieval; probes on held-out scenes. Complexity: approximators "
+                    "fitted on scenes of part of the objects, read by linear probes on scenes made only of the "
+                    "others, selected on validation objects. Cross-modal: every concept value and every object scored "
+                    "against each two-object scene (exhaustive)."),
               ("table", verdict(stages))]
     for s in stages:
         blocks.append(("h", 2, f"{_KIND_TITLES[s.kind]} ({s.dataset})"))

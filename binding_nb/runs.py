@@ -165,7 +165,8 @@ class RunSpec:
         name = _MODEL_NAMES.get(self.encoder, self.encoder)
         return f"{name} {self.modality}" if self.encoder.startswith("openclip:") else name
     @property
-    def name(self) -> str: return f"{self.dataset}{'' if self.n_pairs is None else f' ({self.n_pairs:,})'} | {self.model} | {self.weights}"
+    def name(self) -> str:
+        return f"{self.dataset}{'' if self.n_pairs is None else f' ({self.n_pairs:,})'} | {self.model} | {self.weights}"
 
 # %% ../nbs/03a_runs.ipynb #527863d6
 def standard_runs(image_pairs: int | None = None, clevr3d_triples: int = 300, n_pairs: int | None = None,
@@ -197,7 +198,8 @@ def one_run(encoder: str | None = None, pretrained="random", dataset: str = "cle
     for name, value, default in (("dataset", dataset, "clevr2d"), ("pretrained", weights, "random")):
         if encoder is None and value != default:
             raise ValueError(f"{name} applies only to one run, named by encoder (got {name}={value!r} and no encoder): "
-                             f"add -p encoder openclip:ViT-B-32 (or another), or leave {name} out for the standard runs")
+                             f"add -p encoder openclip:ViT-B-32 (or another), or leave {name} out for the "
+                             "standard runs")
     if not isinstance(weights, str) or not weights.strip():
         raise ValueError(f"pretrained must be 'random', 'default', a tag or a local path, got {weights!r}")
     return None if encoder is None else RunSpec(dataset, encoder, weights, _sample_size(n_pairs, "n_pairs"))
@@ -312,7 +314,8 @@ def run_geometry(runs: Sequence[RunSpec], cache_dir=None, batch_size: int = 64, 
     status = pd.DataFrame(status)
     failed = status[status.status == "failed"]
     if len(failed):
-        warnings.warn(f"{len(failed)} of {len(status)} runs failed; the others were measured" + (f" and saved in {out}" if out else "") + ": "
+        warnings.warn(f"{len(failed)} of {len(status)} runs failed; the others were measured"
+                      + (f" and saved in {out}" if out else "") + ": "
                       + "; ".join(f"{r.run}: {r.reason}" for r in failed.itertuples()), stacklevel=2)
     return status, reports
 

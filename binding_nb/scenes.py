@@ -60,7 +60,8 @@ def _unsigned_hint(x: Array) -> str:
     "Why an unsigned array cannot mark empty slots, and the cast that fixes it (empty for signed arrays)."
     if not _is_unsigned(x): return ""
     cast = "`.long()`" if _is_torch(x) else "`.astype(np.int64)`"
-    return f"; an unsigned dtype ({x.dtype}) cannot hold the -1 of an empty slot, use a signed integer dtype: cast it with {cast}"
+    return (f"; an unsigned dtype ({x.dtype}) cannot hold the -1 of an empty slot, use a signed integer dtype: "
+            f"cast it with {cast}")
 
 # %% ../nbs/00_scenes.ipynb #b2856e37
 class ConceptSpace:
@@ -94,7 +95,8 @@ class ConceptSpace:
     def n_objects(self) -> int: return math.prod(self.values_per_concept)
 
     def __repr__(self):
-        return f"ConceptSpace({'x'.join(map(str, self.values_per_concept))}: {', '.join(self.names)}; {self.n_objects} objects)"
+        return (f"ConceptSpace({'x'.join(map(str, self.values_per_concept))}: {', '.join(self.names)}; "
+                f"{self.n_objects} objects)")
     def __eq__(self, other):
         return isinstance(other, ConceptSpace) and (self.values_per_concept, self.names, self.value_names) == (
             other.values_per_concept, other.names, other.value_names)
@@ -439,8 +441,10 @@ def consistent_sets(space: ConceptSpace, scenes: torch.Tensor, max_candidates: i
                          f"size at a time")
     perms = torch.tensor(list(itertools.permutations(range(m))), device=scenes.device)               # [m!, m]
     if len(perms) ** (C - 1) > max_candidates:
-        raise ValueError(f"{m}-object scenes with C={C} have {len(perms)}**{C - 1} value assignments; lower max_objects")
-    choice = torch.tensor(list(itertools.product(range(len(perms)), repeat=C - 1)), device=scenes.device).reshape(-1, C - 1)
+        raise ValueError(f"{m}-object scenes with C={C} have {len(perms)}**{C - 1} value assignments; "
+                         "lower max_objects")
+    choice = torch.tensor(list(itertools.product(range(len(perms)), repeat=C - 1)),
+                          device=scenes.device).reshape(-1, C - 1)
     slot = torch.cat([perms[:1].expand(len(choice), m)[..., None], perms[choice].transpose(1, 2)], -1)  # [G, m, C]
     cand = scenes[:, :m][:, slot, torch.arange(C, device=scenes.device)]                              # [n, G, m, C]
     # canonical multisets

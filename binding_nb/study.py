@@ -94,9 +94,9 @@ def _paper_fits(m: TrainedModel, fractions, seeds, output_dir, options: dict) ->
         if "no test-best weights" not in str(e): raise
         warnings.warn(f"{e}; this model is studied under our protocol only"); return pd.DataFrame()
     cells = paper_cells(options["paper_forms"], options["paper_lr"], lp.table.d)
-    return fit_binding(lp, cells, fractions, seeds, output_dir, options["paper_steps"], None, options["eval_every"],
-                       PAPER_VAL_FRACTION,
-                       options["device"], progress=False).assign(protocol="paper")
+    return fit_binding(lp, cells, fractions, seeds, output_dir, steps=options["paper_steps"],
+                       eval_every=options["eval_every"], val_fraction=PAPER_VAL_FRACTION, device=options["device"],
+                       progress=False).assign(protocol="paper")
 
 def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds, output_dir,
                options: dict) -> tuple[pd.DataFrame, dict]:
@@ -105,14 +105,14 @@ def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds,
     if m.row.get("status", "ok") != "ok": return pd.DataFrame(), {}
     lb = learned_binding(m.checkpoint, n_scenes=options["n_scenes"], cache_dir=options["cache_dir"],
                          device=options["device"])
-    fits = fit_binding(lb, cells, fractions, seeds, output_dir, options["steps"], None, options["eval_every"],
-                       options["val_fraction"],
-                       options["device"], progress=False).assign(protocol="ours")
+    fits = fit_binding(lb, cells, fractions, seeds, output_dir, steps=options["steps"],
+                       eval_every=options["eval_every"], val_fraction=options["val_fraction"], device=options["device"],
+                       progress=False).assign(protocol="ours")
     if options["paper_objects"] is not None:
         fits = pd.concat([fits, _paper_fits(m, fractions, seeds, output_dir, options)], ignore_index=True)
     fields = _model_fields(m)
-    return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {**fields,
-                                                                            **unimodal_vs_crossmodal(lb, device=options["device"])}
+    return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {
+        **fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
 
 def _each_once(models: Sequence[TrainedModel | RunConfig]) -> list:
     "`models` with each listed once (a trained model by its checkpoint, a config by its run), warning if any was not."
@@ -158,7 +158,7 @@ def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[
 
 def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Cell],
                   fractions: Sequence[float] = (0.5,), seeds: Sequence[int] = (0,),
-                  output_dir=None, n_scenes: int | None = 20_000, steps: int = 2000, eval_every: int = 100,
+                  output_dir=None, *, n_scenes: int | None = 20_000, steps: int = 2000, eval_every: int = 100,
                   val_fraction: float = 0.1,
                   cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True,
                   paper_objects: int | None = None,

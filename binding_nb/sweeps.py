@@ -84,7 +84,8 @@ class Cell:
 
     def __post_init__(self):
         fam, lr = family(self.family), self.lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0 or (np.isnan(lr) and fam.uses_lr):
+        if (isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)) or np.isinf(lr) or lr <= 0
+                or (np.isnan(lr) and fam.uses_lr)):
             need = "a learning rate > 0" if fam.uses_lr else "no learning rate (NaN) or one > 0"
             raise ValueError(f"{self.family} takes {need}, got lr={lr!r}")
         low = 0 if fam.kind == "tree" else 1                  # a tree's depth 0 is unlimited

@@ -125,7 +125,8 @@ def tokenize_object_queries(space: ConceptSpace, object_ids: Array, check: bool 
 def tokenize_queries(space: ConceptSpace, queries: torch.Tensor) -> torch.Tensor:
     """Token ids of one set of queries: concept queries `[n, 2]` for global value indices `[n]`, object queries `[n,
     C+3]` for object values `[n, C]`."""
-    return tokenize_concept_queries(space, queries, check=False) if queries.ndim == 1 else tokenize_objects(space, queries)
+    return (tokenize_concept_queries(space, queries, check=False) if queries.ndim == 1
+            else tokenize_objects(space, queries))
 
 # %% ../nbs/B1_tokens.ipynb #507214c0
 @dataclass
@@ -193,7 +194,8 @@ def make_batch(space: ConceptSpace,
     swaps = attribute_swap_negatives(space, scenes, check=False)
     swaps = swaps.where(allowed[swaps.clamp_min(0)], -1)
     if swaps_per_scene: swaps = _random_pick(swaps, swaps_per_scene, generator)
-    pert = perturbation_negatives(space, scenes, generator, n_perturb, allowed, check=False) if n_perturb else swaps[:, :0]
+    pert = (perturbation_negatives(space, scenes, generator, n_perturb, allowed, check=False) if n_perturb
+            else swaps[:, :0])
     positives = ids
     # a random subset of the batch's objects
     if max_object_positives:

@@ -276,8 +276,8 @@ def number_in(x, what: str, low: float | None = None, high: float | None = None,
 def _list_example(name: str, value: str) -> str:
     """How to pass `value` as a one-element list on papermill's command line, or a general example when it looks like a
     broken list."""
-    return f"-p {name} '{json.dumps([value])}'" if not re.search(r"[\[\](),]",
-                                                                 value) else f"-p {name} '[0.3, 0.9]' or -p {name} '[\"mlp\"]'"
+    return (f"-p {name} '{json.dumps([value])}'" if not re.search(r"[\[\](),]", value)
+            else f"-p {name} '[0.3, 0.9]' or -p {name} '[\"mlp\"]'")
 
 def _text(v, what: str) -> str:
     if not isinstance(v, str): raise ValueError(f"{what} must be text, got {v!r}")

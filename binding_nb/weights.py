@@ -102,7 +102,8 @@ def _weights_file_problem(path: Path) -> str:
                 end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
             except (ValueError, TypeError, KeyError, IndexError,
                     AttributeError): return "its safetensors header is unreadable"
-            return "" if 8 + n + end == size else f"its safetensors header describes {8 + n + end} bytes, the file has {size}"
+            return ("" if 8 + n + end == size
+                    else f"its safetensors header describes {8 + n + end} bytes, the file has {size}")
     if head.startswith(b"PK\x03\x04"):
         try:
             with zipfile.ZipFile(path) as z: names = z.namelist()

@@ -207,7 +207,8 @@ def _what_is(path: Path) -> str | None:
     try: mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError): return None
     if stat.S_ISLNK(mode): return "a symbolic link" if path.exists() else "a broken symbolic link"
-    return "a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode) else "a special file (pipe, socket or device)"
+    return ("a folder" if stat.S_ISDIR(mode) else "a file" if stat.S_ISREG(mode)
+            else "a special file (pipe, socket or device)")
 
 _CACHE_ADVICE = "pass another cache_dir (or cache_dir=None for no disk cache); nothing was rendered"
 

@@ -49,7 +49,8 @@ class Components:
         """mu + the components of the objects of scenes `values[n, m, C]`: `[n, d]` float32 (NaN where a unit was not
         estimated)."""
         values = np.asarray(values)
-        units = np.asarray(space.object_ids(values))[..., None] if self.unit == "object" else np.asarray(space.value_index(values))
+        units = (np.asarray(space.object_ids(values))[..., None] if self.unit == "object"
+                 else np.asarray(space.value_index(values)))
         P, U = self.vectors.shape[:2]
         # slot i: table i
         if self.positional: units = np.where(units >= 0, units + U * np.arange(values.shape[1])[:, None], -1)
@@ -114,7 +115,8 @@ def additive_design(space: ConceptSpace, values: np.ndarray, unit: str, position
     table counts twice)."""
     values = np.asarray(values)
     n, m, _ = values.shape
-    units = np.asarray(space.object_ids(values))[..., None] if unit == "object" else np.asarray(space.value_index(values))
+    units = (np.asarray(space.object_ids(values))[..., None] if unit == "object"
+             else np.asarray(space.value_index(values)))
     size = space.n_objects if unit == "object" else space.n_values
     if positional: units = np.where(units >= 0, units + (np.arange(m) * size)[None, :, None], -1)
     return membership(units, size * (m if positional else 1), sparse=True)

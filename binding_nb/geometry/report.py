@@ -145,8 +145,8 @@ def geometry_report(embeddings, data, n_objects: int | None = None, device="auto
     s, dev = report_settings(**settings), resolve_device(device)
     table = scene_table(embeddings, data, n_objects)
     if not np.ptp(table.emb, 0).any():
-        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² and "
-                      f"removed energy is NaN); check the encoder", stacklevel=2)
+        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² "
+                      f"and removed energy is NaN); check the encoder", stacklevel=2)
     s["edit_concept"] = concept_index(table.space, s["edit_concept"])
     train, test = probe_split(table.n, s["train_fraction"], s["seed"], groups=table.keys(ordered=True))
     probes = fit_probes(table, train, test, s["probe_l2"], s["probe_iters"], s["max_probe_scenes"], s["seed"], dev)

@@ -213,8 +213,8 @@ def edit_cases(table: SceneTable, concept: int | str = 0, targets_per_slot: int 
 def edit(table: SceneTable, comps: Components, cases: EditCases, k: float = 1.0) -> np.ndarray:
     "Edited embeddings f(s) - k u_old + k u_new `[q, d]` (float32; NaN where a component was not estimated)."
     if comps.unit != "object": raise ValueError(f"edits swap object components; got {comps.unit} components")
-    return table.emb[cases.base] - np.float32(k) * (comps.component(cases.old, cases.slot) - comps.component(cases.new,
-                                                                                                             cases.slot))
+    return table.emb[cases.base] - np.float32(k) * (comps.component(cases.old, cases.slot)
+                                                    - comps.component(cases.new, cases.slot))
 
 # %% ../../nbs/03f_tables.ipynb #0325cab1
 def _mean(x: np.ndarray) -> float: return float(np.mean(x)) if len(x) else float("nan")
