@@ -28,8 +28,7 @@ with warnings.catch_warnings():
 from .identity import UnknowableCallable, callable_identity
 from .utils import safe_reason, file_signature, fingerprint, resolve_device
 from .weights import (hub_offline, looks_like_path, _check_weights_file, _check_weights_folder, _existing,
-                                _is_local, _load_failure,
-                      _pretrained_choice, _read_config, _weights_error)
+                                _is_local, _load_failure, _pretrained_choice, _read_config, _weights_error)
 
 # %% auto #0
 __all__ = ['ENCODER_PREFIXES', 'ImagePreprocess', 'Encoder', 'as_encoder', 'build_seeded', 'quiet_loading', 'load_openclip',
@@ -53,8 +52,7 @@ class ImagePreprocess:
             raise ValueError(f"resize_mode must be 'shortest' or 'squash', got {self.resize_mode!r}")
         if self.interpolation not in ("bicubic", "bilinear"):
             raise ValueError(f"interpolation must be 'bicubic' or 'bilinear', got {self.interpolation!r}")
-        if self.crop > self.resize:
-            raise ValueError(f"crop ({self.crop}) must not exceed resize ({self.resize})")
+        if self.crop > self.resize: raise ValueError(f"crop ({self.crop}) must not exceed resize ({self.resize})")
 
     def describe(self) -> str:
         "A string that changes whenever the output pixels would (part of the cache key)."
@@ -187,8 +185,8 @@ def _openclip_checkpoint_from_cache(cfg: dict) -> str | None:
         if isinstance(hit, str): return hit
     return None
 
-_OPENCLIP_ADVICE = ("pass an existing checkpoint file, a tag such as 'openai', or pretrained=None for the "
-                    "random-init twin")
+_TWIN_ADVICE = "or pretrained=None for the random-init twin"      # the last resort of every loader's advice
+_OPENCLIP_ADVICE = f"pass an existing checkpoint file, a tag such as 'openai', {_TWIN_ADVICE}"
 
 def _openclip_source(arch: str, pretrained) -> tuple[str, Any]:
     """What `pretrained` asks of `openclip:<arch>`, checked without loading anything: ('random', None), ('file', path)
@@ -240,8 +238,7 @@ def _openclip_model(arch: str, kind: str, source, seed: int, quick_gelu: bool) -
 def load_openclip(arch: str = "ViT-B-32", pretrained: str | bool | None = "openai", modality: str = "image",
                   device: str = "auto", seed: int = 0,
                   # None: as the arch's 'openai' tag (random twin, local files); tags set their own
-                  quick_gelu: bool | None = None,
-                  ) -> Encoder:
+                  quick_gelu: bool | None = None) -> Encoder:
     "CLIP image or text tower from `open_clip`; `pretrained=None` gives the seeded random-init twin."
     import open_clip
     # the architecture, and any local file, checked before anything is built
@@ -313,8 +310,7 @@ def _builtin_hf(ident: str):
     cfg = Dinov2Config(image_size=518, patch_size=14, num_hidden_layers=12, mlp_ratio=4, **_DINOV2_SIZES[m.group(1)])
     return cfg, ImagePreprocess(256, 224, *_IMAGENET, "bicubic", "shortest")
 
-_HF_ADVICE = ("pass a folder that save_pretrained wrote (config.json and the weights), or pretrained=None for the "
-              "random-init twin")
+_HF_ADVICE = f"pass a folder that save_pretrained wrote (config.json and the weights), {_TWIN_ADVICE}"
 
 def _hf_source(ident: str, pretrained) -> tuple[str, bool]:
     """Where `hf:<ident>` loads from, and whether that is a local folder; a local folder is checked (config.json,
