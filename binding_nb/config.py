@@ -16,8 +16,8 @@ from .scenes import ConceptSpace, CoverageSplit, coverage_split
 from .utils import fingerprint, plain_numbers, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'SECTIONS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES', 'DataConfig',
-           'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'Preset', 'with_recipe',
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES',
+           'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'Preset', 'with_recipe',
            'with_architecture']
 
 # %% ../nbs/B4_config.ipynb #62f4e75b
@@ -103,7 +103,7 @@ class Runtime:
 
 # %% ../nbs/B4_config.ipynb #07933be2
 # a run's parts, in the order of its settings
-SECTIONS = dict(model=ModelConfig, data=DataConfig, train=TrainConfig, runtime=Runtime)
+RUN_PARTS = dict(model=ModelConfig, data=DataConfig, train=TrainConfig, runtime=Runtime)
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -116,7 +116,7 @@ class RunConfig:
     runtime: Runtime = field(default_factory=Runtime)
 
     def __post_init__(self):
-        for part, kind in SECTIONS.items():
+        for part, kind in RUN_PARTS.items():
             if not isinstance(getattr(self, part), kind):
                 raise TypeError(f"a run's {part} must be a {kind.__name__}, got {type(getattr(self, part)).__name__}")
         C, m = self.model.C, self.model.max_objects
@@ -139,7 +139,7 @@ class RunConfig:
     def settings(self) -> dict:
         """Every setting by name, in one flat dict (what a checkpoint stores): `run_config(**cfg.settings()) == cfg`.
         The input kind's settings are those that differ from its defaults (None: none do)."""
-        out = {k: v for part in SECTIONS for k, v in asdict(getattr(self, part)).items()}
+        out = {k: v for part in RUN_PARTS for k, v in asdict(getattr(self, part)).items()}
         return out | dict(input_settings=input_kind(self.inputs).changed_settings(self.model.input_settings) or None)
     def replace(self, **settings) -> RunConfig:
         "This run with the settings named changed; each part changed is checked again."
@@ -148,18 +148,18 @@ class RunConfig:
         def part(name: str):
             changed = {k: v for k, v in settings.items() if RUN_SETTINGS[k] == name}
             return dataclasses.replace(getattr(self, name), **changed) if changed else getattr(self, name)
-        return RunConfig(**{name: part(name) for name in SECTIONS})
+        return RunConfig(**{name: part(name) for name in RUN_PARTS})
     def model_key(self) -> str:
         "A short hash of every setting but coverage, seed and the runtime: runs with the same key are comparable."
-        d = {k: v for k, v in self.settings().items() if k not in _NOT_IN_KEY + ("input_settings",)}
-        # an input kind's settings, where they differ from its defaults
-        d |= input_kind(self.inputs).changed_settings(self.model.input_settings)
-        return fingerprint(d, length=10, algorithm="sha1")
+        settings = self.settings()
+        d = {k: v for k, v in settings.items() if k not in _NOT_IN_KEY + ("input_settings",)}
+        # an input kind's settings one by one, where they differ from its defaults
+        return fingerprint(d | (settings["input_settings"] or {}), length=10, algorithm="sha1")
     def run_name(self) -> str:
         return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
 
 # each setting's name and the part that holds it
-RUN_SETTINGS = {f.name: part for part, kind in SECTIONS.items() for f in fields(kind)}
+RUN_SETTINGS = {f.name: part for part, kind in RUN_PARTS.items() for f in fields(kind)}
 _NOT_IN_KEY = ("coverage", "seed", *(f.name for f in fields(Runtime)))
 
 def run_config(**settings) -> RunConfig:

@@ -298,18 +298,11 @@ def test_every_notebook_runs_with_papermill_as_is(nb, caplog):
     assert params and not [n for n, p in params.items() if p["inferred_type_name"] == "None"], params   # 'Unknown type' in the help
 
 
-def _parameter_defaults(nb: Path) -> dict:
-    "The defaults of a page's papermill parameters cell, by name."
-    cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
-    import ast
-    return {n.target.id: ast.literal_eval(n.value) for n in ast.parse("".join(cell["source"])).body
-            if isinstance(n, ast.AnnAssign) and n.value is not None}
-
-
-def test_the_page_parameters_that_are_run_settings_default_to_the_config():
+def test_the_page_parameters_that_are_run_settings_default_to_the_config(tmp_path):
     "05's parameters that name a run setting default to the config's value (V aside, the main job's 50): the page declares no size of its own, and GPU_SCALE, which changes the sizes left at the config's defaults, scales the page's."
+    from conftest import run_parameter_check
     from binding_nb.config import RUN_SETTINGS
-    page, default = _parameter_defaults(NB), run_config()
+    page, default = run_parameter_check(NB, output_dir=str(tmp_path / "out")), run_config()
     shared = sorted(set(page) & set(RUN_SETTINGS) - {"V"})
     assert {"d_model", "n_layers", "n_heads", "d_out", "steps", "batch_size", "lr"} <= set(shared), shared
     assert {k: page[k] for k in shared} == {k: getattr(default, k) for k in shared}
