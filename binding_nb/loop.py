@@ -104,8 +104,8 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
         monitor: Callable[[], dict] | None = None) -> bool:
     """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared
-    progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, never
-    used to select."""
+    progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, read
+    right after `validate` on the same weights and never used to select."""
     own = bar is None
     if own: bar = tqdm(total=steps, initial=state.step, desc=desc, disable=not progress, leave=False)
     t0 = time.perf_counter()

@@ -80,9 +80,10 @@ def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.
 @torch.inference_mode()
 def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_objects: int, hard: bool = True,
              seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None,
-             in_batch: bool = False) -> dict:
+             in_batch: bool = False, queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard
-    negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6)."""
+    negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6). `queries`: the
+    model's `embed_all_queries`, where the caller has them already."""
     nan = float("nan")
     if len(scenes) == 0:
         return dict.fromkeys(["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
@@ -91,7 +92,7 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_
     if int(scene_sizes(scenes).max()) > max_objects:
         raise ValueError(f"a scene has {int(scene_sizes(scenes).max())} objects but the model reads at most "
                          f"max_objects={max_objects}; evaluate scenes of at most {max_objects} objects")
-    values, objects = embed_all_queries(model, space)
+    values, objects = embed_all_queries(model, space) if queries is None else queries
     g = make_generator(seed, scenes.device)
     concept_ok, object_ok, hard_ok, embedded = [], [], [], []
     for part in tqdm(scenes.split(chunk), desc="evaluating", disable=not progress, leave=False):
@@ -225,12 +226,13 @@ def paper_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch
     return sample_scenes(cfg.space, heldout, cfg.n_test_scenes, cfg.max_objects, g, check=False)
 
 @torch.inference_mode()
-def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int) -> dict:
+def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
+               queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall
-    and of its one-object and multi-object scenes; nan with no held-out object."""
+    and of its one-object and multi-object scenes; nan with no held-out object. `queries`: as `evaluate`'s."""
     if data.n_heldout == 0: return dict.fromkeys(PAPER_TEST, float("nan"))
     scenes = paper_test_scenes(cfg, data.heldout, step)
-    values, objects = embed_all_queries(model, data.space)
+    values, objects = embed_all_queries(model, data.space) if queries is None else queries
     emb = torch.cat([model.embed_scenes(part) for part in scenes.split(512)])
     got = in_batch_recognition(emb, scenes, values, objects, data.space, make_generator(cfg.seed, scenes.device),
                                by_size=True)
@@ -285,9 +287,13 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     if ck is not None: restart_test_record(state, ck, cfg, path)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
-    validate = lambda: evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False)
-    def monitor() -> dict:                                # the authors' test and selection, recorded beside ours
-        got = paper_test(model, cfg, data, state.step)
+    queries = None                                        # every query embedded once a validation, for both tests
+    def validate() -> dict:                               # our selection: exhaustive, on the validation scenes
+        nonlocal queries
+        queries = embed_all_queries(model, data.space)
+        return evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False, queries=queries)
+    def monitor() -> dict:                                # the authors' test and selection, on the same weights
+        got = paper_test(model, cfg, data, state.step, queries)
         keep_test_best(state, model, got["object_acc_in_batch"])
         return {f"test_{k}": v for k, v in got.items()}
     save = lambda: path is not None and save_checkpoint(path, cfg, model, opt, sched, g, state)

@@ -347,3 +347,15 @@ def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path,
     with pytest.raises(ValueError, match="chosen among the steps from 21 only"):
         load_model(ck, "cpu", weights="test_best")
     load_model(ck, "cpu")                                                   # ours is served as before
+
+
+def test_a_validation_embeds_every_query_once(monkeypatch):
+    """Our validation and the authors' test read the same weights, so a validation embeds every query once, not once
+    per test; the selected weights' final test embeds them once more."""
+    calls, embed = [], train.embed_all_queries
+    monkeypatch.setattr(train, "embed_all_queries", lambda *a, **k: (calls.append(1), embed(*a, **k))[1])
+    cfg = run_config(**CFG)
+    row = train_run(cfg, progress=False)
+    validations = -(-cfg.steps // cfg.eval_every)
+    assert len(calls) == validations + 1, (len(calls), validations)
+    assert row["test_selected_step"] > 0
