@@ -355,10 +355,13 @@ def product_towers(cfg: ModelConfig) -> tuple[ProductTower, ProductTower]:
     return ProductTower(scene_code, cfg.C, cfg.V, cfg.d_out), ProductTower(query_code, cfg.C, cfg.V, cfg.d_out)
 
 # %% ../nbs/B2_models.ipynb #156dd335
-def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = False) -> torch.Tensor:
-    "Mean over rows of `logsumexp(s_b) - mean_{q in P_b} s_bq`; `pos` `[B, P]` indexes the positive columns (-1 none)."
+def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = False,
+                   valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over rows of `logsumexp(s_b) - mean_{q in P_b} s_bq`; `pos` `[B, P]` indexes the positive columns (-1 none),
+    `valid` `[K]` the columns that are queries (None: all; the others take no part)."""
+    if valid is not None: scores = scores.masked_fill(~valid, float("-inf"))
     ok = pos >= 0
-    pos_mean = (scores.gather(1, pos.clamp_min(0)) * ok).sum(1) / ok.sum(1).clamp_min(1)
+    pos_mean = scores.gather(1, pos.clamp_min(0)).where(ok, 0).sum(1) / ok.sum(1).clamp_min(1)
     losses = scores.logsumexp(1) - pos_mean
     if not skip_empty: return losses.mean()
     has = ok.any(1)                                    # rows without a positive take no part (capped object positives)
@@ -372,10 +375,10 @@ def batch_loss(model: DualEncoder, batch: SceneBatch, concept_weight: float = 1.
     scale = model.scale()
     if concept_weight:
         c, o = model.embed_queries(batch.concept_values, batch.object_values)
-        lc = soft_target_ce(scale * s @ c.T, batch.concept_pos)
+        lc = soft_target_ce(scale * s @ c.T, batch.concept_pos, valid=batch.concept_valid)
     else:
         (o,), lc = model.embed_queries(batch.object_values), s.new_zeros(())
-    lo = soft_target_ce(scale * s @ o.T, batch.object_pos, skip_empty=batch.partial_positives)
+    lo = soft_target_ce(scale * s @ o.T, batch.object_pos, skip_empty=batch.partial_positives, valid=batch.object_valid)
     return concept_weight * lc + lo, {"concept_loss": lc.detach(), "object_loss": lo.detach()}
 
 # %% ../nbs/B2_models.ipynb #26fdc355

@@ -140,15 +140,17 @@ class ConceptSpace:
         check_range(ids, self.n_objects, "object id", allow_empty)
         return ids
 
-    def object_ids(self, values: Array) -> Array:
-        "Dense object ids `[...]` of concept values `[..., C]`; rows of -1 (empty slots) map to -1."
-        values = self.check_values(values, allow_empty=True)
+    def object_ids(self, values: Array, check: bool = True) -> Array:
+        """Dense object ids `[...]` of concept values `[..., C]`; rows of -1 (empty slots) map to -1. `check=False`:
+        values known to be valid (no host read)."""
+        if check: values = self.check_values(values, allow_empty=True)
         ids = (values * self._consts(values, "strides")).sum(-1)
         return ids.where(values[..., 0] >= 0, -1) if _is_torch(ids) else np.where(values[..., 0] >= 0, ids, -1)
 
-    def object_values(self, ids: Array) -> Array:
-        "Concept values `[..., C]` of object ids `[...]`; -1 ids map to rows of -1."
-        ids = self.check_ids(ids, allow_empty=True)
+    def object_values(self, ids: Array, check: bool = True) -> Array:
+        """Concept values `[..., C]` of object ids `[...]`; -1 ids map to rows of -1. `check=False`: ids known to be
+        valid (no host read)."""
+        if check: ids = self.check_ids(ids, allow_empty=True)
         values = (ids[..., None] // self._consts(ids, "strides")) % self._consts(ids, "values_per_concept")
         return values.where(ids[..., None] >= 0, -1) if _is_torch(values) else np.where(ids[..., None] >= 0, values, -1)
 
@@ -223,7 +225,7 @@ def _sample_scenes(space, ids, n_scenes, max_objects, g, min_objects=1):
     pick = torch.randint(ids.numel(), (n_scenes, max_objects), generator=g, device=ids.device)
     n = torch.randint(min_objects, max_objects + 1, (n_scenes, 1), generator=g, device=ids.device)
     chosen = ids[pick].where(torch.arange(max_objects, device=ids.device) < n, -1)
-    return space.object_values(chosen)
+    return space.object_values(chosen, check=False)                # ids checked by the caller, or trusted
 
 # %% ../nbs/00_scenes.ipynb #e3699831
 @dataclass(frozen=True)
@@ -266,7 +268,7 @@ def coverage_split(space: ConceptSpace,
 # %% ../nbs/00_scenes.ipynb #80531d2b
 def _drop_present(space, cand_values, scene_ids, allowed):
     "Object ids `[n, K]` of candidate values `[n, K, C]`; -1 where empty, present in the scene, or not allowed."
-    cand = space.object_ids(cand_values)
+    cand = space.object_ids(cand_values, check=False)             # built from checked scenes
     present = (cand[..., None] == scene_ids[:, None, :]).any(-1)
     cand = cand.where(~present, -1)
     if allowed is not None: cand = cand.where(allowed[cand.clamp_min(0)], -1)
@@ -292,7 +294,8 @@ def attribute_swap_negatives(space: ConceptSpace, scenes: torch.Tensor, allowed:
     swap = torch.eye(C, dtype=torch.bool, device=scenes.device)                    # [C(k), C]
     cand = torch.where(swap, oj[:, :, None], oi[:, :, None])                      # [n, P, k, C]
     cand = cand.where((oi[:, :, None] >= 0) & (oj[:, :, None] >= 0), -1).flatten(1, 2)
-    return _drop_present(space, cand, space.object_ids(scenes), _allowed_mask(space, allowed, scenes.device))
+    return _drop_present(space, cand, space.object_ids(scenes, check=False),
+                         _allowed_mask(space, allowed, scenes.device))
 
 # %% ../nbs/00_scenes.ipynb #7f84173d
 def perturbation_negatives(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator | int = 0,
@@ -312,7 +315,7 @@ def _perturb(space, scenes, g, n_per_object, allowed):
     old = obj.gather(-1, k[..., None])[..., 0]
     new = (old + shift) % vpc                                                      # always a different value
     cand = obj.scatter(-1, k[..., None], new[..., None]).where(obj >= 0, -1)
-    return _drop_present(space, cand, space.object_ids(scenes), allowed)
+    return _drop_present(space, cand, space.object_ids(scenes, check=False), allowed)
 
 # %% ../nbs/00_scenes.ipynb #b7660dce
 def hard_negatives(space: ConceptSpace, scenes: torch.Tensor, generator: torch.Generator | int = 0,

@@ -140,6 +140,8 @@ class SceneBatch:
     object_values: torch.Tensor     # [Q, C] values of each object query
     object_pos: torch.Tensor        # [B, O_max] index into object_values, -1 none
     partial_positives: bool = False # True when a scene may have no positive object query (capped positives)
+    concept_valid: torch.Tensor | None = None  # [sum V_k] bool: the concept queries taking part (None: all)
+    object_valid: torch.Tensor | None = None   # [Q] bool: the object queries taking part (None: all)
 
     def concept_labels(self) -> torch.Tensor:
         "Dense `[B, sum V_k]` bool labels."
@@ -163,6 +165,17 @@ def _random_pick(cand: torch.Tensor, k: int, g: torch.Generator) -> torch.Tensor
     top = score.topk(min(k, cand.shape[1]), dim=1)
     return cand.gather(1, top.indices).where(top.values >= 0, -1)
 
+def _distinct(ids: torch.Tensor, none: int) -> torch.Tensor:
+    """The distinct ids in `[0, none)` of the flat `ids`, sorted, then `none` up to `min(len(ids), none)` entries: a set
+    whose shape the draw does not decide."""
+    x = ids.where(ids >= 0, none).sort().values
+    repeat = torch.cat([x[:1] != x[:1], x[1:] == x[:-1]])
+    return x.where(~repeat, none).sort().values[:none]
+
+def _query_set(ids: torch.Tensor, none: int, fixed_shape: bool) -> torch.Tensor:
+    "The sorted distinct ids >= 0 of the flat `ids`: exactly, or, `fixed_shape`, padded with `none` (`_distinct`)."
+    return _distinct(ids, none) if fixed_shape else torch.unique(ids[ids >= 0])
+
 def make_batch(space: ConceptSpace,
                object_ids: torch.Tensor,  # ids scenes are drawn from (e.g. the fit objects), on the target device
                batch_size: int,
@@ -176,6 +189,8 @@ def make_batch(space: ConceptSpace,
                swaps_per_scene: int = 0,  # attribute-swap negatives per scene: 0 every one, else that many at random
                # 0: every object of the batch is a query; else at most this many, at random
                max_object_positives: int = 0,
+               # no shape decided by the draw: the batch is drawn without reading the device (the padded layout's)
+               fixed_shape: bool = False,
                ) -> SceneBatch:
     "One training batch of scenes with concept and object queries, hard negatives and labels."
     batch_size, max_objects = whole_number(batch_size, "batch_size"), whole_number(max_objects, "max_objects")
@@ -190,28 +205,34 @@ def make_batch(space: ConceptSpace,
     dev = object_ids.device
     if allowed is None: allowed = membership(object_ids[None], space.n_objects)[0] > 0
     scenes = sample_scenes(space, object_ids, batch_size, max_objects, generator, min_objects, check=False)
-    ids = space.object_ids(scenes)                                                  # [B, M]
+    ids = space.object_ids(scenes, check=False)                                     # [B, M]
     swaps = attribute_swap_negatives(space, scenes, check=False)
     swaps = swaps.where(allowed[swaps.clamp_min(0)], -1)
     if swaps_per_scene: swaps = _random_pick(swaps, swaps_per_scene, generator)
     pert = (perturbation_negatives(space, scenes, generator, n_perturb, allowed, check=False) if n_perturb
             else swaps[:, :0])
-    positives = ids
-    # a random subset of the batch's objects
-    if max_object_positives:
-        present = torch.unique(ids[ids >= 0])
-        positives = present[torch.randperm(len(present), generator=generator, device=dev)[:max_object_positives]]
-    query_ids = torch.cat([positives.flatten(), swaps.flatten(), pert.flatten()])
-    query_ids = torch.unique(query_ids[query_ids >= 0])                             # sorted
+    n, positives = space.n_objects, ids
+    if max_object_positives:                                        # a random subset of the batch's objects
+        present = _query_set(ids.flatten(), n, fixed_shape)
+        positives = (_random_pick(present.where(present < n, -1)[None], max_object_positives, generator)[0]
+                     if fixed_shape else
+                     present[torch.randperm(len(present), generator=generator, device=dev)[:max_object_positives]])
+    query_ids = _query_set(torch.cat([positives.flatten(), swaps.flatten(), pert.flatten()]), n, fixed_shape)
     object_pos = torch.searchsorted(query_ids, ids.clamp_min(0))
     queried = query_ids[object_pos.clamp(max=len(query_ids) - 1)] == ids if max_object_positives else True
     object_pos = object_pos.where((ids >= 0) & queried, -1)
-    values = space.value_index(scenes).flatten(1)
-    value_queries = torch.arange(space.n_values,
-                                 device=dev) if concept_queries == "all" else torch.unique(values[values >= 0])
-    concept_pos = values if concept_queries == "all" else torch.searchsorted(value_queries,
-                                                                             values.clamp_min(0)).where(values >= 0, -1)
+    object_valid = query_ids < n if fixed_shape else None                          # padding: object 0, left out
+    if fixed_shape: query_ids = query_ids.where(object_valid, -1)
+    values = space.value_index(scenes, check=False).flatten(1)
+    if concept_queries == "all" or fixed_shape:          # every value; 'present' leaves those absent out of the loss
+        value_queries, concept_pos = torch.arange(space.n_values, device=dev), values
+        concept_valid = (membership(values.flatten()[None], space.n_values)[0] > 0 if concept_queries == "present"
+                         else None)
+    else:
+        value_queries, concept_valid = torch.unique(values[values >= 0]), None
+        concept_pos = torch.searchsorted(value_queries, values.clamp_min(0)).where(values >= 0, -1)
     return SceneBatch(scenes=scenes, concept_values=value_queries, concept_pos=_dedupe(concept_pos),
                       object_query_ids=query_ids,
-                      object_values=space.object_values(query_ids),
-                      object_pos=_dedupe(object_pos), partial_positives=bool(max_object_positives))
+                      object_values=space.object_values(query_ids.clamp_min(0), check=False),
+                      object_pos=_dedupe(object_pos), partial_positives=bool(max_object_positives),
+                      concept_valid=concept_valid, object_valid=object_valid)

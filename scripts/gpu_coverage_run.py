@@ -9,7 +9,8 @@ Runs, all evaluated exhaustively on held-out objects, in this order of priority:
   (e) App. E: (b) with a pixel scene tower (page 07) reading level-3 images (speckle noise, overlapping squares), eight layers
       deep as in the paper; the query tower stays symbolic;
   (c) coverage points of Fig. 6 at C=2, V=50, at that scale, in the recipe of --c-recipe, as many as still fit.
-It first measures the steps/s of each configuration (a few seconds each), then gives each run the number of steps that fits
+It first measures the steps/s of each configuration (a few seconds each, drawing the batches included, under CUDA's
+sync guard: gpu_timing.json says what, if anything, waited for the device), then gives each run the number of steps that fits
 its share of --budget (at most the documented 50,000), and records how many steps each one ran.
 
     PYTHONPATH=. python scripts/gpu_coverage_run.py --out "$OUT" --budget 510
@@ -19,7 +20,7 @@ Writes under --out: gpu_runs.csv (one row per run, rewritten after every run, so
 gpu_timing.json (hardware, software, steps/s, planned and run steps, wall times), fig6_gpu.png and fig6_gpu.pdf.
 Needs only torch, numpy, pandas and matplotlib beside the library: no papermill or nbdev.
 """
-import argparse, json, platform, subprocess, time
+import argparse, contextlib, json, platform, subprocess, time
 from pathlib import Path
 
 import pandas as pd
@@ -54,19 +55,35 @@ def sync(dev: torch.device) -> None:
     if dev.type == "cuda": torch.cuda.synchronize()
 
 
-def steps_per_second(cfg: RunConfig, seconds: float, clock=time.perf_counter) -> float:
-    "Training steps per second of `cfg` on its device, back to back, after a short warm-up, timed by `clock`."
+@contextlib.contextmanager
+def sync_guard(dev: torch.device):
+    "On a GPU, any step within the block that waits for the device raises (CUDA's sync debug mode 'error')."
+    if dev.type == "cuda": torch.cuda.set_sync_debug_mode("error")
+    try: yield
+    finally:
+        if dev.type == "cuda": torch.cuda.set_sync_debug_mode("default")
+
+
+def steps_per_second(cfg: RunConfig, seconds: float, clock=time.perf_counter) -> tuple[float, str | None]:
+    """Training steps per second of `cfg` on its device, back to back (drawing each batch included), after a short
+    warm-up, timed by `clock`; and what first waited for the device in those steps (None: nothing did). The steps run
+    under `sync_guard`; where one waits, they are timed again without it."""
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
     amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
     def step(): train_step(model, opt, sched, next_batch(), batch_loss, amp)
+    def timed() -> float:
+        sync(dev); n, t0 = 0, clock()
+        while n < 10 or clock() - t0 < seconds:
+            for _ in range(10): step()
+            n += 10
+        sync(dev)
+        return n / (clock() - t0)
     for _ in range(5): step()
-    sync(dev); n, t0 = 0, clock()
-    while n < 10 or clock() - t0 < seconds:
-        for _ in range(10): step()
-        n += 10
-    sync(dev)
-    return n / (clock() - t0)
+    try:
+        with sync_guard(dev): return timed(), None
+    except RuntimeError as e:                                  # a step waited for the device: say what, time it anyway
+        return timed(), str(e).splitlines()[0]
 
 
 def hardware(dev: torch.device) -> dict:
@@ -115,11 +132,13 @@ def main(argv: list[str] | None = None, clock=time.perf_counter) -> None:
     dev = resolve_device(args.device)
     if dev.type == "cpu": torch.set_num_threads(1)
     runs = planned_runs(args)
-    rates = {}                                                 # steps/s per architecture and recipe
+    rates, waits = {}, {}                       # steps/s per architecture and recipe, and what waited for the device
     for label, cfg in runs:
         key = (cfg.V, cfg.model_key())
-        if key not in rates: rates[key] = steps_per_second(cfg, args.measure_seconds, clock)
-    timing = dict(hardware=hardware(dev), budget_s=args.budget, measured_steps_per_s={f"V{k[0]}_{k[1]}": round(v, 2) for k, v in rates.items()},
+        if key not in rates: rates[key], waits[key] = steps_per_second(cfg, args.measure_seconds, clock)
+    name = lambda k: f"V{k[0]}_{k[1]}"
+    timing = dict(hardware=hardware(dev), budget_s=args.budget, measured_steps_per_s={name(k): round(v, 2) for k, v in rates.items()},
+                  steps_waited_for_the_device={name(k): w for k, w in waits.items()},
                   measurement_s=round(clock() - start, 1), runs=[])
     remaining = args.budget - (clock() - start)
     n_c = sum(label == "c" for label, _ in runs)

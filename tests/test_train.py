@@ -249,50 +249,76 @@ def test_bench_train_prints_both_architectures():
 
 # A host synchronisation reads a tensor's value back to Python; on the CPU these are the ways it happens.
 HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero")
+# ... and these ops make a tensor whose shape the data decides, which a GPU must read back to allocate it
+SHAPE_READS = {torch: ("unique", "nonzero", "masked_select", "unique_consecutive"), torch.Tensor: ("unique", "masked_select")}
 
 @contextlib.contextmanager
-def no_host_reads():
-    "Within the block, reading a tensor's value on the host (`bool(t)`, `int(t)`, `t.item()`, ...) raises."
-    saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+def no_host_reads(shapes: bool = True):
+    """Within the block, reading a tensor's value on the host (`bool(t)`, `int(t)`, `t.item()`, ...) raises, and so
+    (`shapes`) does an op whose output shape depends on the data (`unique`, indexing by a boolean mask, ...)."""
+    saved = [(torch.Tensor, name, getattr(torch.Tensor, name)) for name in HOST_READS]
+    if shapes: saved += [(owner, name, getattr(owner, name)) for owner, names in SHAPE_READS.items() for name in names]
+    getitem = torch.Tensor.__getitem__
     def refuse(name):
-        def read(*args, **kwargs): raise AssertionError(f"Tensor.{name} called: a host synchronisation")
+        def read(*args, **kwargs): raise AssertionError(f"{name} called: a host synchronisation")
         return read
+    def index(t, i):
+        if isinstance(i, torch.Tensor) and i.dtype == torch.bool:
+            raise AssertionError("indexing by a boolean mask: a host synchronisation")
+        return getitem(t, i)
     try:
-        for name in HOST_READS: setattr(torch.Tensor, name, refuse(name))
+        for owner, name, _ in saved: setattr(owner, name, refuse(name))
+        if shapes: torch.Tensor.__getitem__ = index
         yield
     finally:
-        for name, f in saved.items(): setattr(torch.Tensor, name, f)
+        for owner, name, f in saved: setattr(owner, name, f)
+        torch.Tensor.__getitem__ = getitem
 
 
 SYNC_FREE = {"tokens": dict(),
+             "authors": dict(concept_queries="present", max_object_positives=64, swaps_per_scene=1, negatives_from="all"),
              "product": dict(architecture="product", code="shared", lr=1e-2),
              "pixels": dict(C=2, inputs="pixels", input_settings=dict(level=2, image_size=16, square=5))}
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))])
 @pytest.mark.parametrize("kind", SYNC_FREE)
 def test_a_training_step_never_waits_for_the_device(kind, device):
-    "A training step (forward, backward, optimiser and schedule) of every input kind reads nothing back from the device (padded layout, as on a GPU)."
+    """Twenty training steps of every input kind, drawing each batch included (sampling, negatives, queries, forward,
+    backward, optimiser and schedule), read nothing back from the device (padded layout, as on a GPU)."""
     cfg = run_config(**{**CFG, **SYNC_FREE[kind], "device": device, "layout": "padded", "max_objects": 2})
     data, model, opt, sched, g, next_batch = train.setup_run(cfg, torch.device(device))
-    batches = [next_batch() for _ in range(3)]                     # drawing a batch may read the device: only the steps are guarded
+    loop.train_step(model, opt, sched, next_batch(), models.batch_loss)             # a first step outside: lazy setup
     if device == "cpu":
-        with no_host_reads():                                          # the first step, and later ones
-            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, models.batch_loss)
+        with no_host_reads():
+            for _ in range(20): loss, parts = loop.train_step(model, opt, sched, next_batch(), models.batch_loss)
     else:
-        loop.train_step(model, opt, sched, batches.pop(0), models.batch_loss, amp=True); torch.cuda.synchronize()   # warm-up
-        torch.cuda.set_sync_debug_mode("error")
+        torch.cuda.synchronize(); torch.cuda.set_sync_debug_mode("error")
         try:
-            for b in batches: loss, parts = loop.train_step(model, opt, sched, b, models.batch_loss, amp=True)
+            for _ in range(20): loss, parts = loop.train_step(model, opt, sched, next_batch(), models.batch_loss, amp=True)
         finally: torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss) and set(parts) == {"concept_loss", "object_loss"}
+
+
+@pytest.mark.parametrize("kind", ["tokens", "authors"])
+def test_drawing_a_packed_batch_reads_no_value(kind):
+    """The CPU's packed batches keep their exact query sets (`unique`, whose stream the committed runs were trained
+    on), but drawing one reads no value back: the checks of user input are made once, not at every conversion."""
+    cfg = run_config(**{**CFG, **SYNC_FREE[kind], "layout": "packed"})
+    *_, next_batch = train.setup_run(cfg, torch.device("cpu"))
+    with no_host_reads(shapes=False):
+        for _ in range(20): next_batch()
+    with pytest.raises(AssertionError, match="host synchronisation"), no_host_reads(): next_batch()   # the exact sets
 
 
 def test_the_host_read_guard_catches_reads():
     "The guard is honest: each way of reading a value raises inside it, and nothing is left patched after it."
     t = torch.tensor([1.0, 2.0])
-    for read in (lambda: bool(t[0]), lambda: int(t[0]), lambda: float(t[0]), lambda: t.sum().item(), lambda: t.tolist(), lambda: t.nonzero()):
+    reads = (lambda: bool(t[0]), lambda: int(t[0]), lambda: float(t[0]), lambda: t.sum().item(), lambda: t.tolist(),
+             lambda: t.nonzero(), lambda: torch.unique(t), lambda: t.unique(), lambda: t[t > 1],
+             lambda: torch.nonzero(t), lambda: t.masked_select(t > 1))
+    for read in reads:
         with no_host_reads(), pytest.raises(AssertionError, match="host synchronisation"): read()
-    assert bool(t[0]) and t.tolist() == [1.0, 2.0]
+    assert bool(t[0]) and t.tolist() == [1.0, 2.0] and t[t > 1].tolist() == [2.0] and len(torch.unique(t)) == 2
 
 
 # another valid value of each setting whose type alone does not give one (a choice among names, a bound)
