@@ -8,8 +8,13 @@ timed in the same process, in bf16 with `--amp`, else fp32) and their ratio, and
 and the model's step (synchronised after each part, so only indicative on a GPU). Reference: d_model 128, 4 layers,
 4 heads, d_out 64, 256 scenes per batch, C=2, V=20, max_objects=2, concept and object queries; the product encoders (rank 64)
 on the same batches, whose FLOPs are not counted (null).
+
+With `--authors PATH` (a checkout of the authors' public code, github.com/oshapio/binding-concepts-complexity) it also
+times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration and
+on the same threads, and prints the two rates and their ratio.
 """
-import argparse, json, time
+import argparse, json, sys, tempfile, time, types
+from pathlib import Path
 
 import torch
 
@@ -67,6 +72,49 @@ def measure(cfg: RunConfig, seconds: float, amp: bool) -> dict:
             "params_per_encoder": sum(p.numel() for p in model.scene_encoder.parameters())}
 
 
+class _Enough(Exception):
+    "Raised into the authors' loop once it has run long enough."
+
+
+def authors_trainer(checkout: Path) -> Path:
+    "The folder of the authors' trainer in `checkout`, or an exit that says what to pass."
+    folder = Path(checkout).expanduser() / "src" / "mob" / "clip_embeddings" / "amortization"
+    if not (folder / "train_clean.py").is_file():
+        raise SystemExit(f"--authors {checkout}: no src/mob/clip_embeddings/amortization/train_clean.py there; pass a "
+                         f"checkout of github.com/oshapio/binding-concepts-complexity")
+    return folder
+
+
+def authors_steps_per_s(checkout: Path, cfg: RunConfig, seconds: float) -> dict:
+    """Steps/s of the authors' trainer at `cfg`'s sizes, timed in this process by the range its loop walks (their progress
+    bar is swapped for a clock; their loop, data and model are theirs, unchanged), from its 10th step on."""
+    folder = authors_trainer(checkout)
+    sys.modules.setdefault("wandb", types.SimpleNamespace(init=lambda **k: None, log=lambda *a, **k: None))
+    sys.path.insert(0, str(folder))
+    import train_clean
+    times = []
+    def clock(steps):                                        # stands in for tqdm: a time per step, stopped after `seconds`
+        for i in steps:
+            times.append(time.perf_counter())
+            if len(times) > 20 and times[-1] - times[10] >= seconds: raise _Enough
+            yield i
+    train_clean.tqdm = clock
+    params = dict(sim_type="cos", epochs=100_000, model_d_out=cfg.d_out, model_d_model=cfg.d_model,
+                  model_num_heads=cfg.n_heads, model_num_layers=cfg.n_layers, model_lr=cfg.lr,
+                  train_batch_size=cfg.batch_size, train_num_grad_steps=1, test_every_steps=0, test_num_batches=1,
+                  test_batch_size=cfg.batch_size, use_scheduler=True, weight_decay=0.1, num_concepts=cfg.C,
+                  num_vals_per_concept=cfg.V, probe_concepts=True, probe_objects=True, max_num_objects=cfg.max_objects,
+                  train_object_fraction=cfg.coverage, object_split_seed=0, save_model=False,
+                  save_best_object_model=False, num_concept_values_take_max=64, num_object_values_take_max=64,
+                  num_negative_objs_per_pos=0, num_swap_obj_negatives_per_scene=1, train_probe_all_objects=True,
+                  use_cliplike_text_encoder=False, use_wandb=False, train_num_workers=0, test_num_workers=0,
+                  prefetch_factor=4)
+    with tempfile.TemporaryDirectory() as work:
+        try: train_clean.amortizer({**params, "working_dir": work})
+        except _Enough: pass
+    return {"steps": len(times) - 11, "steps_per_s": round((len(times) - 11) / (times[-1] - times[10]), 3)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -78,15 +126,26 @@ def main() -> None:
     p.add_argument("--amp", action="store_true", help="bf16 autocast (the default of training runs on CUDA)")
     p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
+    p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
     a = p.parse_args()
+    if a.authors: authors_trainer(a.authors)                    # a wrong path fails before anything is timed
     if a.threads: torch.set_num_threads(a.threads)
     base = run_config(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
                      d_out=64, steps=100_000, device=a.device, compile=a.compile)
     dev = resolve_device(base.device)
+    where = {"device": str(dev), "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
+             "threads": torch.get_num_threads()}
+    ours = {}
     for name in a.architectures:
-        print(json.dumps({"bench": "train_step", "architecture": name, "device": str(dev),
-                          "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None, "threads": torch.get_num_threads(),
-                          "amp": a.amp, "compile": a.compile, **measure(with_architecture(base, name), a.seconds, a.amp)}), flush=True)
+        ours[name] = measure(with_architecture(base, name), a.seconds, a.amp)
+        print(json.dumps({"bench": "train_step", "architecture": name, **where, "amp": a.amp, "compile": a.compile,
+                          **ours[name]}), flush=True)
+    if a.authors:
+        theirs = authors_steps_per_s(a.authors, base, a.seconds)
+        mine = ours.get("transformer", {}).get("steps_per_s")
+        print(json.dumps({"bench": "authors_train_step", "architecture": "transformer", **where, **theirs,
+                          "ours_steps_per_s": mine, "ours_over_theirs": round(mine / theirs["steps_per_s"], 2) if mine
+                          else None}), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,7 @@ from .checkpoints import check_checkpoint_path, run_checkpoint
 from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, SPLIT_METRICS, train_run
 from .config import check_config, RunConfig
 from .results import ResultsTable
-from .utils import resolve_device, save_figure
+from .utils import in_processes, resolve_device, save_figure, whole_number
 
 # %% auto #0
 __all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir',
@@ -87,21 +87,22 @@ def available_memory(device: str | torch.device = "auto") -> int | None:
     try: return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError): return None
 
-def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: bool = False) -> int:
-    """The bytes the runs `cfgs` need to evaluate (`eval_memory`): the largest run's, or with `at_once` (runs side by
-    side, as local jobs) the sum; a `ValueError` with both figures and what to change when that exceeds `available`
-    bytes (`None`: unknown)."""
+def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: int = 1) -> int:
+    """The bytes the runs `cfgs` need to evaluate (`eval_memory`) when `at_once` of them run side by side (workers, or
+    every one as local jobs): the sum of the `at_once` largest; a `ValueError` with both figures and what to change when
+    that exceeds `available` bytes (`None`: unknown)."""
     needs = [eval_memory(c) for c in cfgs]
-    need = sum(needs) if at_once else max(needs)
+    at_once = min(whole_number(at_once, "at_once", low=1), len(cfgs))
+    need = sum(sorted(needs)[-at_once:])
     if available is not None and need > available:
         big = cfgs[int(np.argmax(needs))]
         gib = lambda b: f"{b / 2 ** 30:.1f} GiB"
         raise ValueError(f"the exhaustive evaluation would need about {gib(need)} of memory, but {gib(available)} is "
                          f"available: at C={big.C}, V={big.V} every test scene is scored against all V**C = "
                          f"{big.space.n_objects:,} objects ({gib(max(needs))} per "
-                         f"run{f', {len(cfgs)} runs at once' if at_once and len(cfgs) > 1 else ''}); lower V or C "
+                         f"run{f', {at_once} runs at once' if at_once > 1 else ''}); lower V or C "
                          "(the memory grows as V**C)"
-                         + (", or run the jobs one at a time (executor none)" if at_once else "")
+                         + (", or run one at a time (workers 1, executor none)" if at_once > 1 else "")
                          + ", or run where more memory is free")
     return need
 
@@ -161,14 +162,20 @@ def sweep_results(cfgs: list[RunConfig], output_dir: str | Path) -> pd.DataFrame
     return results[mine].sort_values(["C", "V", "coverage", "seed"]).reset_index(drop=True)
 
 def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path,
-              progress: bool = True) -> pd.DataFrame:
-    """Train and evaluate, in this process, every run not already in `output_dir/coverage_results.csv`; this sweep's
-    rows."""
+              progress: bool = True, workers: int = 1) -> pd.DataFrame:
+    """Train and evaluate every run not already in `output_dir/coverage_results.csv`, in this process or, `workers` > 1,
+    side by side in that many processes of one torch thread each (in sweep order as each frees); this sweep's rows."""
     cfgs = sweep_configs(base, spaces, coverages, seeds)     # all input checked before anything is written
+    workers = whole_number(workers, "workers", low=1)
     out = check_output_dir(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     have = COVERAGE_RESULTS.read(COVERAGE_RESULTS.path(out))
     todo = [c for c in cfgs if not has_run(have, c)]                       # finished runs are never retrained
+    if workers > 1 and len(todo) > 1:
+        if any(resolve_device(c.device).type == "cuda" for c in todo):
+            raise ValueError(f"workers={workers}: runs on a GPU train one at a time; pass workers=1")
+        in_processes(run_one, [(c, out, False) for c in todo], workers, "coverage sweep", progress)
+        return sweep_results(cfgs, out)
     with tqdm(total=sum(c.steps for c in todo), desc="coverage sweep", disable=not progress) as bar:
         for i, cfg in enumerate(todo):
             done = bar.n + cfg.steps

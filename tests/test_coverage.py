@@ -170,7 +170,9 @@ def test_eval_memory_estimate():
     three = [run_config(C=3, V=50, seed=s) for s in range(3)]   # 0.8 GiB each
     assert check_eval_memory(three, available=2 ** 30) == eval_memory(three[0])           # in process: one run at a time
     with pytest.raises(ValueError, match=r"about 2\.4 GiB .* 3 runs at once.*one at a time"):
-        check_eval_memory(three, available=2 ** 30, at_once=True)                          # local jobs: side by side
+        check_eval_memory(three, available=2 ** 30, at_once=3)                          # local jobs: side by side
+    with pytest.raises(ValueError, match=r"about 1\.6 GiB .* 2 runs at once.*workers 1"):
+        check_eval_memory(three, available=2 ** 30, at_once=2)                          # two workers: the two largest
 
 
 def test_a_sweep_too_large_to_evaluate_is_refused_in_the_check_cell(tmp_path):
@@ -178,8 +180,12 @@ def test_a_sweep_too_large_to_evaluate_is_refused_in_the_check_cell(tmp_path):
     from conftest import run_parameter_check
     out_dir = tmp_path / "results"
     sixteen = lambda device: 16 * 2 ** 30                      # this machine's free memory, fixed so that the test holds anywhere
-    with pytest.raises(ValueError, match=r"would need about 40\.5 GiB of memory, but 16\.0 GiB is available"):
+    with pytest.raises(ValueError, match=r"would need about 80\.9 GiB of memory, but 16\.0 GiB is available.*"
+                                         r"40\.5 GiB per run, 2 runs at once"):                      # two workers
         run_parameter_check(NB, output_dir=str(out_dir), **{**TINY, "C": 4, "V": 50, "available_memory": sixteen})
+    with pytest.raises(ValueError, match=r"would need about 40\.5 GiB of memory, but 16\.0 GiB is available"):
+        run_parameter_check(NB, output_dir=str(out_dir), **{**TINY, "C": 4, "V": 50, "workers": 1,
+                                                            "available_memory": sixteen})
     assert not out_dir.exists()
     ns = run_parameter_check(NB, output_dir=str(out_dir), available_memory=sixteen)   # the defaults: the committed main job
     assert (ns["C"], ns["V"], len(ns["configs"])) == (2, 50, 15) and not out_dir.exists()

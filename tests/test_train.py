@@ -247,6 +247,31 @@ def test_bench_train_prints_both_architectures():
     assert rows[1]["model_ms"] < rows[0]["model_ms"] and rows[1]["fraction_of_peak"] is None
 
 
+def test_bench_train_times_the_authors_trainer_beside_ours(tmp_path):
+    """`--authors PATH` runs the authors' `amortizer` from a checkout, timed by the range its loop walks, and prints its
+    rate beside ours and their ratio; a folder that is not a checkout is named with what to pass."""
+    bench = [sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_train.py"), "--seconds", "0.3",
+             "--architectures", "transformer"]
+    folder = tmp_path / "src" / "mob" / "clip_embeddings" / "amortization"
+    folder.mkdir(parents=True)
+    (folder / "train_clean.py").write_text(textwrap.dedent("""
+        import time
+        from tqdm import tqdm
+        import wandb
+        def amortizer(params):                     # a stand-in: a loop of 1 ms steps, logging as theirs does
+            wandb.init(mode="disabled")
+            for i in tqdm(range(params["epochs"])): time.sleep(0.001); wandb.log({"step": i})
+    """))
+    out = subprocess.run([*bench, "--authors", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+    ours, theirs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert theirs["bench"] == "authors_train_step" and 20 <= theirs["steps"] and 0 < theirs["steps_per_s"] < 1000
+    assert theirs["ours_over_theirs"] == round(ours["steps_per_s"] / theirs["steps_per_s"], 2)
+    wrong = subprocess.run([*bench, "--authors", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300)
+    assert wrong.returncode != 0 and "binding-concepts-complexity" in wrong.stderr
+
+
 # A host synchronisation reads a tensor's value back to Python; on the CPU these are the ways it happens.
 HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero")
 # ... and these ops make a tensor whose shape the data decides, which a GPU must read back to allocate it
