@@ -13,7 +13,7 @@ With `--authors PATH` (a checkout of the authors' public code, github.com/oshapi
 times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration and
 on the same threads, and prints the two rates and their ratio.
 """
-import argparse, json, sys, tempfile, time, types
+import argparse, contextlib, json, sys, tempfile, time, types
 from pathlib import Path
 
 import torch
@@ -86,15 +86,16 @@ def authors_trainer(checkout: Path) -> Path:
 
 
 def authors_steps_per_s(checkout: Path, cfg: RunConfig, seconds: float) -> dict:
-    """Steps/s of the authors' trainer at `cfg`'s sizes, timed in this process by the range its loop walks (their progress
-    bar is swapped for a clock; their loop, data and model are theirs, unchanged), from its 10th step on."""
+    """Steps/s of the authors' trainer at `cfg`'s sizes, timed in this process by the range its loop walks (their
+    progress bar is swapped for a clock; their loop, data and model are theirs, unchanged), from its 10th step on."""
     folder = authors_trainer(checkout)
     sys.modules.setdefault("wandb", types.SimpleNamespace(init=lambda **k: None, log=lambda *a, **k: None))
     sys.path.insert(0, str(folder))
     import train_clean
-    times = []
-    def clock(steps):                                        # stands in for tqdm: a time per step, stopped after `seconds`
+    times, cuda = [], torch.cuda.is_available()              # their trainer takes the GPU wherever there is one
+    def clock(steps):                               # stands in for tqdm: a time per step, stopped after `seconds`
         for i in steps:
+            if cuda: torch.cuda.synchronize()                # the steps before have run, not just been queued
             times.append(time.perf_counter())
             if len(times) > 20 and times[-1] - times[10] >= seconds: raise _Enough
             yield i
@@ -109,7 +110,7 @@ def authors_steps_per_s(checkout: Path, cfg: RunConfig, seconds: float) -> dict:
                   num_negative_objs_per_pos=0, num_swap_obj_negatives_per_scene=1, train_probe_all_objects=True,
                   use_cliplike_text_encoder=False, use_wandb=False, train_num_workers=0, test_num_workers=0,
                   prefetch_factor=4)
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as work, contextlib.redirect_stdout(sys.stderr):   # their prints: not our JSON
         try: train_clean.amortizer({**params, "working_dir": work})
         except _Enough: pass
     return {"steps": len(times) - 11, "steps_per_s": round((len(times) - 11) / (times[-1] - times[10]), 3)}
@@ -128,7 +129,13 @@ def main() -> None:
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
     p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
     a = p.parse_args()
-    if a.authors: authors_trainer(a.authors)                    # a wrong path fails before anything is timed
+    if a.authors:                                               # a wrong path fails before anything is timed
+        authors_trainer(a.authors)
+        if a.amp or a.compile: raise SystemExit("--authors: their trainer runs in fp32, eagerly; drop --amp and --compile "
+                                                "to compare like with like")
+        if resolve_device(a.device).type != ("cuda" if torch.cuda.is_available() else "cpu"):
+            raise SystemExit(f"--authors: their trainer runs on {'cuda' if torch.cuda.is_available() else 'cpu'} "
+                             f"here; pass --device auto to time ours there too")
     if a.threads: torch.set_num_threads(a.threads)
     base = run_config(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
                      d_out=64, steps=100_000, device=a.device, compile=a.compile)

@@ -65,22 +65,18 @@ def read_checkpoint(path: str | Path) -> dict:
 # The settings a run may resume under changed values of (the new values hold from then on): none changes what is
 # trained.
 #   device, amp, compile, layout: where, and in what float arithmetic, the same steps run (bf16 autocast, compiled
-#   kernels,
-#     attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly, where
-#     the arithmetic is the same).
-#     (The random stream of batches continues only on the same kind of device: `resume` says so for a CPU
-#     checkpoint on CUDA.)
+#     kernels, attention groups); a resumed run ends where an uninterrupted one does up to float rounding (exactly,
+#     where the arithmetic is the same). The random stream of batches continues only on the same kind of device
+#     (`resume` refuses a CPU checkpoint on CUDA), and, with capped object positives, in a layout that draws batches
+#     the same way (`train_run` warns when the padded layout's batches of fixed shape take over from packed ones).
 #   log_every (when the loss is read) and ckpt_every (when the state is saved) touch neither the weights nor the
-#   random stream.
-#   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over,
-#   and the
-#     authors' test draws samples of this size at each validation into a record (and test-best weights) that
-#     selects nothing
-#     of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
+#     random stream.
+#   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and
+#     the authors' test draws samples of this size at each validation into a record (and test-best weights) that selects
+#     nothing of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
 # eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside
-# model_key, as
-# what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
+# model_key, as what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
 HOW_TO_RUN = ("device", "amp", "compile", "layout", "log_every", "ckpt_every", "n_test_scenes")
 
 def _trained_differences(saved: dict, cfg: RunConfig) -> list[str]:

@@ -358,7 +358,7 @@ def product_towers(cfg: ModelConfig) -> tuple[ProductTower, ProductTower]:
 def soft_target_ce(scores: torch.Tensor, pos: torch.Tensor, skip_empty: bool = False,
                    valid: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over rows of `logsumexp(s_b) - mean_{q in P_b} s_bq`; `pos` `[B, P]` indexes the positive columns (-1 none),
-    `valid` `[K]` the columns that are queries (None: all; the others take no part)."""
+    `valid` `[K]` the columns that are queries (None: all; the others take no part, and no positive may be one)."""
     if valid is not None: scores = scores.masked_fill(~valid, float("-inf"))
     ok = pos >= 0
     pos_mean = scores.gather(1, pos.clamp_min(0)).where(ok, 0).sum(1) / ok.sum(1).clamp_min(1)
@@ -396,7 +396,7 @@ def forward_flops(cfg: ModelConfig, *lengths_sets: torch.Tensor) -> int:
 # %% ../nbs/B2_models.ipynb #82cd8b5a
 def step_flops(cfg: ModelConfig, batch: SceneBatch) -> int:
     """Analytic forward+backward FLOPs (3x forward) of one training step of a token transformer on `batch`: both towers
-    and the score matrices."""
+    and the score matrices, over every query computed (a batch of fixed shape's padding included)."""
     # the true lengths: object blocks, then EOS
     scene_len = scene_sizes(batch.scenes) * (cfg.C + 2) + 1
     concept_len, object_len = torch.full((len(batch.concept_values),), 2), torch.full((len(batch.object_values),),

@@ -136,18 +136,18 @@ class SceneBatch:
     scenes: torch.Tensor            # [B, O_max, C] values, -1 empty
     concept_values: torch.Tensor    # [sum V_k] global value index of each concept query
     concept_pos: torch.Tensor       # [B, O_max*C] index into concept_values, -1 none
-    object_query_ids: torch.Tensor  # [Q] object ids (sorted, unique)
-    object_values: torch.Tensor     # [Q, C] values of each object query
+    object_query_ids: torch.Tensor  # [Q] object ids (sorted, unique; fixed shape: -1 padding after them)
+    object_values: torch.Tensor     # [Q, C] values of each object query (padding: object 0's, out of the loss)
     object_pos: torch.Tensor        # [B, O_max] index into object_values, -1 none
     partial_positives: bool = False # True when a scene may have no positive object query (capped positives)
     concept_valid: torch.Tensor | None = None  # [sum V_k] bool: the concept queries taking part (None: all)
     object_valid: torch.Tensor | None = None   # [Q] bool: the object queries taking part (None: all)
 
     def concept_labels(self) -> torch.Tensor:
-        "Dense `[B, sum V_k]` bool labels."
+        "Dense `[B, sum V_k]` bool labels (False in columns outside `concept_valid`)."
         return _pos_to_mask(self.concept_pos, len(self.concept_values))
     def object_labels(self) -> torch.Tensor:
-        "Dense `[B, Q]` bool labels."
+        "Dense `[B, Q]` bool labels (False in padding columns, outside `object_valid`)."
         return _pos_to_mask(self.object_pos, len(self.object_values))
 
 def _pos_to_mask(pos: torch.Tensor, width: int) -> torch.Tensor: return membership(pos, width) > 0

@@ -28,7 +28,8 @@ from .utils import fingerprint, make_generator, resolve_device
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model',
            'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row', 'diverged_row',
-           'paper_test_scenes', 'paper_test', 'setup_run', 'restart_test_record', 'train_run']
+           'paper_test_scenes', 'paper_test', 'fixed_shape_batches', 'setup_run', 'restart_test_record',
+           'warn_if_batches_change', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -240,6 +241,11 @@ def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
 
 
 # %% ../nbs/B4_training.ipynb #06670aa6
+def fixed_shape_batches(cfg: RunConfig, device: torch.device) -> bool:
+    """Whether the run draws batches of fixed shape (`make_batch`'s `fixed_shape`, read back by nothing): in the padded
+    layout, as the towers' stems, so by default on a GPU."""
+    return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
+
 def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object,
               torch.Generator,
                                                               Callable[[], SceneBatch]]:
@@ -253,10 +259,10 @@ def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.M
     opt, sched = make_optimizer(model, cfg)
     g = make_generator(cfg.seed, device)
     negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
-    padded = {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]   # as the towers' stems
     next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
                                     concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
-                                    max_object_positives=cfg.max_object_positives, fixed_shape=padded)
+                                    max_object_positives=cfg.max_object_positives,
+                                    fixed_shape=fixed_shape_batches(cfg, device))
     return data, model, opt, sched, g, next_batch
 
 # %% ../nbs/B4_training.ipynb #fd25627b
@@ -276,6 +282,17 @@ def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> No
                   f"(load_model(weights='test_best') "
                   f"refuses); train the run afresh to study them", stacklevel=3)
 
+def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path) -> None:
+    """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
+    object positives (`max_object_positives`) with other random numbers than the packed layout's."""
+    layout = ck["config"].get("layout", "auto")
+    then = fixed_shape_batches(cfg.replace(layout=layout), device)
+    if not cfg.max_object_positives or then == fixed_shape_batches(cfg, device) or ck["step"] == 0: return
+    warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
+                  f"which draws its capped object positives another way: from here on the batches are not an "
+                  f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
+                  f"its stream", stacklevel=3)
+
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
     "Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`."
@@ -285,7 +302,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
     ck = load_checkpoint(path, cfg) if path is not None else None
     state = resume(ck, model, opt, sched, g, path)
-    if ck is not None: restart_test_record(state, ck, cfg, path)
+    if ck is not None: restart_test_record(state, ck, cfg, path); warn_if_batches_change(ck, cfg, dev, path)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     queries = None                                        # every query embedded once a validation, for both tests
@@ -294,7 +311,8 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
         queries = embed_all_queries(model, data.space)
         return evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False, queries=queries)
     def monitor() -> dict:                                # the authors' test and selection, on the same weights
-        got = paper_test(model, cfg, data, state.step, queries)
+        nonlocal queries
+        got, queries = paper_test(model, cfg, data, state.step, queries), None
         keep_test_best(state, model, got["object_acc_in_batch"])
         return {f"test_{k}": v for k, v in got.items()}
     save = lambda: path is not None and save_checkpoint(path, cfg, model, opt, sched, g, state)

@@ -361,15 +361,22 @@ def _worker_start(parent: int, poll: float = 1.0) -> None:
 
 def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
     """`fn(*job)` for every job, in `workers` processes of one torch thread each (forked, each ending if this process
-    dies), or here when one worker will do or fork is not available."""
+    dies), or here when one worker will do or fork is not available. An error or an interrupt cancels the jobs not yet
+    started and returns at once; the workers end after their current job."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import as_completed, ProcessPoolExecutor
     from tqdm import tqdm
     if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
-                             initializer=_worker_start, initargs=(os.getpid(),)) as pool:
-        return list(tqdm(pool.map(fn, *zip(*jobs)), total=len(jobs), desc=desc, disable=not progress))
+    pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start, initargs=(os.getpid(),))
+    futures = [pool.submit(fn, *job) for job in jobs]
+    try:
+        for done in tqdm(as_completed(futures), total=len(jobs), desc=desc, disable=not progress): done.result()
+    except BaseException:                                 # the first error, as it comes, or an interrupt
+        pool.shutdown(wait=False, cancel_futures=True); raise
+    pool.shutdown()
+    return [f.result() for f in futures]
 
 
 # %% ../nbs/utils.ipynb #6a1f0e02

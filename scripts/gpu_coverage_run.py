@@ -20,7 +20,7 @@ Writes under --out: gpu_runs.csv (one row per run, rewritten after every run, so
 gpu_timing.json (hardware, software, steps/s, planned and run steps, wall times), fig6_gpu.png and fig6_gpu.pdf.
 Needs only torch, numpy, pandas and matplotlib beside the library: no papermill or nbdev.
 """
-import argparse, contextlib, json, platform, subprocess, time
+import argparse, contextlib, json, platform, subprocess, time, traceback
 from pathlib import Path
 
 import pandas as pd
@@ -66,24 +66,28 @@ def sync_guard(dev: torch.device):
 
 def steps_per_second(cfg: RunConfig, seconds: float, clock=time.perf_counter) -> tuple[float, str | None]:
     """Training steps per second of `cfg` on its device, back to back (drawing each batch included), after a short
-    warm-up, timed by `clock`; and what first waited for the device in those steps (None: nothing did). The steps run
+    warm-up, timed by `clock`; and where the first step that waited for the device did (None: none did). The steps run
     under `sync_guard`; where one waits, they are timed again without it."""
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
     amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
     def step(): train_step(model, opt, sched, next_batch(), batch_loss, amp)
-    def timed() -> float:
+    def timed(guard) -> float:
         sync(dev); n, t0 = 0, clock()
-        while n < 10 or clock() - t0 < seconds:
-            for _ in range(10): step()
-            n += 10
+        with guard:
+            while n < 10 or clock() - t0 < seconds:
+                for _ in range(10): step()
+                n += 10
         sync(dev)
         return n / (clock() - t0)
     for _ in range(5): step()
-    try:
-        with sync_guard(dev): return timed(), None
-    except RuntimeError as e:                                  # a step waited for the device: say what, time it anyway
-        return timed(), str(e).splitlines()[0]
+    try: return timed(sync_guard(dev)), None
+    except RuntimeError as e:                                  # a step waited for the device: say where, time it anyway
+        if "synchroniz" not in str(e): raise
+        frames = traceback.extract_tb(e.__traceback__)
+        frame = ([f for f in frames if "binding_nb" in f.filename] or frames)[-1]          # our line that waited
+        where = f"{frame.filename}:{frame.lineno} in {frame.name}"
+        return timed(contextlib.nullcontext()), f"{str(e).splitlines()[0]} ({where})"
 
 
 def hardware(dev: torch.device) -> dict:

@@ -410,3 +410,18 @@ def test_a_validation_embeds_every_query_once(monkeypatch):
     validations = -(-cfg.steps // cfg.eval_every)
     assert len(calls) == validations + 1, (len(calls), validations)
     assert row["test_selected_step"] > 0
+
+
+def test_a_resume_into_a_layout_that_draws_batches_another_way_warns(tmp_path):
+    """With capped object positives, the padded layout's batches of fixed shape draw other random numbers than the packed
+    layout's: a run resumed across the two warns that it leaves its stream; without the cap, it continues silently."""
+    ck = tmp_path / "run.pt"
+    cfg = run_config(**{**CFG, "max_object_positives": 8, "layout": "packed"})
+    assert train_run(cfg, ck, stop_after=20, progress=False) is None
+    with pytest.warns(UserWarning, match="resumed in layout 'padded' after step 20 in 'packed'.*not an uninterrupted"):
+        train_run(cfg.replace(layout="padded"), ck, stop_after=30, progress=False)
+    plain = tmp_path / "plain.pt"
+    assert train_run(cfg.replace(max_object_positives=0), plain, stop_after=20, progress=False) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train_run(cfg.replace(max_object_positives=0, layout="padded"), plain, stop_after=30, progress=False)

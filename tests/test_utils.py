@@ -42,6 +42,23 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
             if _alive(p): os.kill(p, signal.SIGKILL)
 
 
+def _slow_or_failing(k: int) -> int:
+    "Job 1 fails at once; the others sleep for 20 seconds (idle: a worker left finishing one costs no CPU)."
+    if k == 1: raise ValueError("job 1 failed")
+    time.sleep(20)
+    return k
+
+
+def test_a_failing_job_stops_the_queue_at_once():
+    """The first error reaches the caller as it happens, not after the jobs before it in the queue; the jobs not yet
+    started never start."""
+    from binding_nb.utils import in_processes
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="job 1 failed"):
+        in_processes(_slow_or_failing, [(k,) for k in range(8)], 2, "jobs", progress=False)
+    assert time.perf_counter() - t0 < 15                           # job 0's 20 seconds not waited for, nor jobs 2-7'
+
+
 @pytest.mark.parametrize("folder", [None, ""])
 def test_a_folder_that_is_not_given_is_refused(folder, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
