@@ -27,8 +27,8 @@ from .utils import fingerprint, make_generator, resolve_device
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model',
-           'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row', 'diverged_row',
-           'paper_test_scenes', 'paper_test', 'fixed_shape_batches', 'setup_run', 'restart_test_record',
+           'padded_layout', 'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row',
+           'diverged_row', 'paper_test_scenes', 'paper_test', 'setup_run', 'restart_test_record',
            'warn_if_batches_change', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #78d2b819
@@ -126,13 +126,18 @@ def new_model(cfg: RunConfig) -> DualEncoder:
     "A dual encoder of `cfg`'s architecture and input kind, initialised from the global RNG."
     return DualEncoder(cfg.model)
 
+def padded_layout(cfg: RunConfig, device: torch.device) -> bool:
+    """Whether the run on `device` takes the padded layout (`cfg.layout`, 'auto': on a GPU): its stems pad token groups
+    and its batches have a fixed shape (`make_batch`'s `fixed_shape`), so that nothing is read back from the device."""
+    return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
+
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = new_model(cfg).to(device)
     for tower in (model.scene_encoder, model.query_encoder):
-        if hasattr(tower, "stem"): tower.stem.padded = {"auto": None, "packed": False, "padded": True}[cfg.layout]
+        if hasattr(tower, "stem"): tower.stem.padded = padded_layout(cfg, device)
     return model
 
 # %% ../nbs/B4_training.ipynb #7d3a00e7
@@ -241,11 +246,6 @@ def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
 
 
 # %% ../nbs/B4_training.ipynb #06670aa6
-def fixed_shape_batches(cfg: RunConfig, device: torch.device) -> bool:
-    """Whether the run draws batches of fixed shape (`make_batch`'s `fixed_shape`, read back by nothing): in the padded
-    layout, as the towers' stems, so by default on a GPU."""
-    return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
-
 def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object,
               torch.Generator,
                                                               Callable[[], SceneBatch]]:
@@ -262,7 +262,7 @@ def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.M
     next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
                                     concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
                                     max_object_positives=cfg.max_object_positives,
-                                    fixed_shape=fixed_shape_batches(cfg, device))
+                                    fixed_shape=padded_layout(cfg, device))
     return data, model, opt, sched, g, next_batch
 
 # %% ../nbs/B4_training.ipynb #fd25627b
@@ -286,8 +286,8 @@ def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path)
     """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
     object positives (`max_object_positives`) with other random numbers than the packed layout's."""
     layout = ck["config"].get("layout", "auto")
-    then = fixed_shape_batches(cfg.replace(layout=layout), device)
-    if not cfg.max_object_positives or then == fixed_shape_batches(cfg, device) or ck["step"] == 0: return
+    then = padded_layout(cfg.replace(layout=layout), device)
+    if not cfg.max_object_positives or then == padded_layout(cfg, device) or ck["step"] == 0: return
     warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
                   f"which draws its capped object positives another way: from here on the batches are not an "
                   f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
