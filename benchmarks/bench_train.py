@@ -11,9 +11,11 @@ on the same batches, whose FLOPs are not counted (null).
 
 With `--authors PATH` (a checkout of the authors' public code, github.com/oshapio/binding-concepts-complexity) it also
 times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration and
-on the same threads, and prints the two rates and their ratio.
+on the same threads: ours then theirs, in turn for `--rounds` rounds (3), so that a drift in the machine's speed
+falls on both; it prints each round's rates and the median ratio. With `--compile` as well, ours both eager (as their
+trainer runs) and compiled, each against theirs. Both are fp32: `--amp` is refused beside `--authors`.
 """
-import argparse, contextlib, json, sys, tempfile, time, types
+import argparse, contextlib, json, statistics, sys, tempfile, time, types
 from pathlib import Path
 
 import torch
@@ -116,6 +118,19 @@ def authors_steps_per_s(checkout: Path, cfg: RunConfig, seconds: float) -> dict:
     return {"steps": len(times) - 11, "steps_per_s": round((len(times) - 11) / (times[-1] - times[10]), 3)}
 
 
+def against_the_authors(checkout: Path, cfg: RunConfig, seconds: float, rounds: int) -> dict:
+    """Ours (eager, as their trainer runs; and compiled where `cfg.compile`) and theirs at `cfg`'s sizes, timed in
+    turn for `rounds` rounds, so that a drift in the machine's speed falls on both; each rate per round, and the median
+    over rounds of each ratio."""
+    kinds = {"ours": cfg.replace(compile=False), **({"ours_compiled": cfg} if cfg.compile else {})}
+    each = []
+    for _ in range(rounds):
+        got = {f"{k}_steps_per_s": measure(c, seconds, False)["steps_per_s"] for k, c in kinds.items()}
+        each.append({**got, "theirs_steps_per_s": authors_steps_per_s(checkout, cfg, seconds)["steps_per_s"]})
+    ratio = lambda k: round(statistics.median(r[f"{k}_steps_per_s"] / r["theirs_steps_per_s"] for r in each), 2)
+    return {"rounds": each, **{f"{k}_over_theirs": ratio(k) for k in kinds}}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
@@ -128,11 +143,12 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
     p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
+    p.add_argument("--rounds", type=int, default=3, help="with --authors: rounds of ours then theirs, taken in turn")
     a = p.parse_args()
+    if a.rounds < 1: p.error(f"--rounds must be at least 1, got {a.rounds}")
     if a.authors:                                               # a wrong path fails before anything is timed
         authors_trainer(a.authors)
-        if a.amp or a.compile: raise SystemExit("--authors: their trainer runs in fp32, eagerly; drop --amp and --compile "
-                                                "to compare like with like")
+        if a.amp: raise SystemExit("--authors: their trainer runs in fp32; drop --amp to compare like with like")
         if resolve_device(a.device).type != ("cuda" if torch.cuda.is_available() else "cpu"):
             raise SystemExit(f"--authors: their trainer runs on {'cuda' if torch.cuda.is_available() else 'cpu'} "
                              f"here; pass --device auto to time ours there too")
@@ -147,12 +163,8 @@ def main() -> None:
         ours[name] = measure(with_architecture(base, name), a.seconds, a.amp)
         print(json.dumps({"bench": "train_step", "architecture": name, **where, "amp": a.amp, "compile": a.compile,
                           **ours[name]}), flush=True)
-    if a.authors:
-        theirs = authors_steps_per_s(a.authors, base, a.seconds)
-        mine = ours.get("transformer", {}).get("steps_per_s")
-        print(json.dumps({"bench": "authors_train_step", "architecture": "transformer", **where, **theirs,
-                          "ours_steps_per_s": mine, "ours_over_theirs": round(mine / theirs["steps_per_s"], 2) if mine
-                          else None}), flush=True)
+    if a.authors: print(json.dumps({"bench": "authors_train_step", "architecture": "transformer", **where,
+                                    **against_the_authors(a.authors, base, a.seconds, a.rounds)}), flush=True)
 
 if __name__ == "__main__":
     main()
