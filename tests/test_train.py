@@ -449,3 +449,20 @@ def test_a_resume_into_a_layout_that_draws_batches_another_way_warns(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         train_run(cfg.replace(max_object_positives=0, layout="padded"), plain, stop_after=30, progress=False)
+
+
+def test_profile_train_attention_forms_agree_and_the_main_job_profiles():
+    """The written-out attention forms that `benchmarks/profile_train.py --attention` times against the fused kernel
+    compute the same attention; `--main-job` profiles a step of 05's main-job transformer."""
+    import importlib.util
+    path = Path(__file__).parents[1] / "benchmarks" / "profile_train.py"
+    spec = importlib.util.spec_from_file_location("profile_train", path)
+    prof = importlib.util.module_from_spec(spec); spec.loader.exec_module(prof)
+    for shape in prof.ATTENTION_SHAPES[:3]:
+        q, k, v = (torch.randn(shape) for _ in range(3))
+        fused = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        for form in (prof.elementwise, prof.written_out): torch.testing.assert_close(form(q, k, v), fused)
+    out = subprocess.run([sys.executable, str(path), "--main-job", "--steps", "2"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "aten::mm" in out.stdout and "Self CPU time total" in out.stdout
