@@ -65,7 +65,7 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
     split = holdout_split(t, 0.5, seed=0)
     ref = held_out_reference(t, split.test, probes)
     cells = [Cell(f, rank, 1e-2, **known_solver(finish)) for f in families]
-    return pd.DataFrame([dict(encoder=name, code=code or "table", code_rank=rank, scenes=len(scenes),
+    return pd.DataFrame([dict(encoder=name, code=code or "table", code_rank=rank, scenes=t.n,
                               **fit_cell(t, split, c, probes, steps, None, 100, "cpu", ref)) for c in cells])
 
 # %% ../nbs/04_complexity.ipynb #4b9e2d70
