@@ -1,7 +1,7 @@
 """Benchmark: training steps of the controlled dual encoders (App. B.2-B.4) at a reference configuration.
 
 Run `python benchmarks/bench_train.py [--device cpu|cuda] [--threads 1] [--seconds 20] [--amp] [--compile]
-[--architectures transformer product-shared]`; prints one JSON line per architecture
+[--architectures transformer product-shared] [--authors PATH [--rounds 3]]`; prints one JSON line per architecture
 with `steps_per_s` (steps timed back to back, one device synchronisation at the end, as the training loop runs them),
 `achieved_gflops` (analytic forward+backward matmul FLOPs per step times steps/s), `matmul_peak_gflops` (a large matmul
 timed in the same process before and after the steps, the better of the two, in bf16 with `--amp`, else fp32) and their
@@ -11,10 +11,11 @@ indicative on a GPU). Reference: d_model 128, 4 layers,
 on the same batches, whose FLOPs are not counted (null).
 
 With `--authors PATH` (a checkout of the authors' public code, github.com/oshapio/binding-concepts-complexity) it also
-times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration and
-on the same threads: ours then theirs, in turn for `--rounds` rounds (3), so that a drift in the machine's speed
-falls on both; it prints each round's rates and the median ratio. With `--compile` as well, ours both eager (as their
-trainer runs) and compiled, each against theirs. Both are fp32: `--amp` is refused beside `--authors`.
+times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration
+and on the same threads: ours and theirs in turn for `--rounds` rounds (3), ours first in odd rounds and theirs first in
+even ones, so that a steady drift in the machine's speed falls on both; it prints each round's rates and the median
+ratio. With `--compile` as well, ours both eager (as their trainer runs) and compiled, each against theirs. Both are
+fp32: `--amp` is refused beside `--authors`.
 """
 import argparse, contextlib, json, statistics, sys, tempfile, time, types
 from pathlib import Path
@@ -120,15 +121,19 @@ def authors_steps_per_s(checkout: Path, cfg: RunConfig, seconds: float) -> dict:
     return {"steps": len(times) - 11, "steps_per_s": round((len(times) - 11) / (times[-1] - times[10]), 3)}
 
 
-def against_the_authors(checkout: Path, cfg: RunConfig, seconds: float, rounds: int) -> dict:
+def against_the_authors(checkout: Path, cfg: RunConfig, seconds: float, rounds: int, measure=measure,
+                        theirs=authors_steps_per_s) -> dict:
     """Ours (eager, as their trainer runs; and compiled where `cfg.compile`) and theirs at `cfg`'s sizes, timed in
-    turn for `rounds` rounds, so that a drift in the machine's speed falls on both; each rate per round, and the median
-    over rounds of each ratio."""
+    turn for `rounds` rounds, ours first in odd rounds and theirs first in even ones, so that a steady drift in the
+    machine's speed falls on both; each rate per round, and the median over rounds of each ratio."""
     kinds = {"ours": cfg.replace(compile=False), **({"ours_compiled": cfg} if cfg.compile else {})}
+    mine = lambda: {f"{k}_steps_per_s": measure(c, seconds, False)["steps_per_s"] for k, c in kinds.items()}
+    their = lambda: {"theirs_steps_per_s": theirs(checkout, cfg, seconds)["steps_per_s"]}
     each = []
-    for _ in range(rounds):
-        got = {f"{k}_steps_per_s": measure(c, seconds, False)["steps_per_s"] for k, c in kinds.items()}
-        each.append({**got, "theirs_steps_per_s": authors_steps_per_s(checkout, cfg, seconds)["steps_per_s"]})
+    for r in range(rounds):
+        first, second = (mine, their) if r % 2 == 0 else (their, mine)
+        got = first() | second()
+        each.append({k: got[k] for k in sorted(got)})
     ratio = lambda k: round(statistics.median(r[f"{k}_steps_per_s"] / r["theirs_steps_per_s"] for r in each), 2)
     return {"rounds": each, **{f"{k}_over_theirs": ratio(k) for k in kinds}}
 
@@ -145,8 +150,10 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
     p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
-    p.add_argument("--rounds", type=int, default=3, help="with --authors: rounds of ours then theirs, taken in turn")
+    p.add_argument("--rounds", type=int, help="with --authors: rounds of ours and theirs, timed in turn (3)")
     a = p.parse_args()
+    if a.rounds is not None and not a.authors: p.error("--rounds counts the rounds against the authors: pass --authors")
+    a.rounds = 3 if a.rounds is None else a.rounds
     if a.rounds < 1: p.error(f"--rounds must be at least 1, got {a.rounds}")
     if a.authors:                                               # a wrong path fails before anything is timed
         authors_trainer(a.authors)

@@ -1,10 +1,10 @@
 """Profile: where a training step's time goes, at `bench_train.py`'s reference configuration, on one thread.
 
-Run `python benchmarks/profile_train.py [--steps 30] [--compile] [--main-job]`; prints torch.profiler's table of
-operators by self CPU time over `--steps` steps (batches drawn inside, after 10 warm-up steps). `--main-job` profiles the
-transformer of 05's main job instead (its defaults: d_model 64, 2 layers, 128 scenes, C = 2, V = 50). `--attention`
-times one attention call, forward and backward, in the fused kernel and in two written-out forms, at the group shapes a
-batch holds, and prints a table in ms."""
+Run `python benchmarks/profile_train.py [--steps 30] [--compile] [--main-job]` or `--attention`; prints the profiler's
+table of operators by self CPU time over `--steps` steps (batches drawn inside, after 10 warm-up steps). `--main-job`
+profiles the transformer of 05's main job instead (its defaults: d_model 64, 2 layers, 128 scenes, C = 2, V = 50).
+`--attention` times one attention call, forward and backward, in the fused kernel and in two written-out forms, at the
+group shapes a batch holds, and prints a table in ms."""
 import argparse, time, torch
 import torch.nn.functional as F
 from torch.profiler import profile, ProfilerActivity
@@ -44,8 +44,8 @@ def attention_table() -> None:
     forms = {"fused": F.scaled_dot_product_attention, "elementwise": elementwise, "written out": written_out}
     print("| shape | " + " | ".join(forms) + " |\n|---|" + "---|" * len(forms))
     for shape in ATTENTION_SHAPES:
-        print(f"| {' × '.join(map(str, shape))} | " + " | ".join(f"{ms_per_call(f, shape):.2f}" for f in forms.values())
-              + " |")
+        times = [f"{ms_per_call(f, shape):.2f}" for f in forms.values()]
+        print(f"| {' × '.join(map(str, shape))} | " + " | ".join(times) + " |")
 
 
 def step_profile(size: dict, steps: int, compile: bool) -> None:
@@ -65,6 +65,8 @@ if __name__ == "__main__":
     p.add_argument("--attention", action="store_true", help="time the attention forms alone instead")
     a = p.parse_args()
     if a.steps < 1: p.error(f"--steps must be at least 1, got {a.steps}")
+    if a.attention and (a.main_job or a.compile or a.steps != 30):
+        p.error("--attention times the attention forms alone: it takes no --main-job, --compile or --steps")
     torch.set_num_threads(1)
     if a.attention: attention_table()
     else: step_profile(MAIN_JOB if a.main_job else REFERENCE, a.steps, a.compile)

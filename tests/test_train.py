@@ -248,8 +248,9 @@ def test_bench_train_prints_both_architectures():
 
 
 def test_bench_train_times_the_authors_trainer_beside_ours(tmp_path):
-    """`--authors PATH` runs the authors' `amortizer` from a checkout, timed by the range its loop walks, and prints its
-    rate beside ours and their ratio; a folder that is not a checkout is named with what to pass."""
+    """`--authors PATH` runs the authors' `amortizer` from a checkout, timed by the range its loop walks, in turn with
+    ours for `--rounds` rounds, and prints each round's rates and the ratio; a folder that is not a checkout is named
+    with what to pass, and `--amp` beside it or `--rounds` without it is refused."""
     bench = [sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_train.py"), "--seconds", "0.3",
              "--architectures", "transformer", "--rounds", "2"]
     folder = tmp_path / "src" / "mob" / "clip_embeddings" / "amortization"
@@ -266,14 +267,42 @@ def test_bench_train_times_the_authors_trainer_beside_ours(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     import json
     ours, theirs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert theirs["bench"] == "authors_train_step" and len(theirs["rounds"]) == 2          # ours then theirs, twice
+    assert theirs["bench"] == "authors_train_step" and len(theirs["rounds"]) == 2          # ours and theirs, twice
     assert all(0 < r["theirs_steps_per_s"] < 1000 and r["ours_steps_per_s"] > 0 for r in theirs["rounds"])
-    ratios = sorted(r["ours_steps_per_s"] / r["theirs_steps_per_s"] for r in theirs["rounds"])
-    assert theirs["ours_over_theirs"] == round(sum(ratios) / 2, 2)                   # the median of the two rounds
+    assert theirs["ours_over_theirs"] > 0 and "ours_compiled_over_theirs" not in theirs
     wrong = subprocess.run([*bench, "--authors", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300)
     assert wrong.returncode != 0 and "binding-concepts-complexity" in wrong.stderr
     amp = subprocess.run([*bench, "--authors", str(tmp_path), "--amp"], capture_output=True, text=True, timeout=300)
     assert amp.returncode != 0 and "drop --amp" in amp.stderr
+    alone = subprocess.run(bench, capture_output=True, text=True, timeout=300)           # --rounds 2, no --authors
+    assert alone.returncode != 0 and "pass --authors" in alone.stderr
+
+
+def _bench_module():
+    import importlib.util
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_train.py"
+    spec = importlib.util.spec_from_file_location("bench_train", path)
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    return module
+
+
+def test_against_the_authors_takes_turns_and_the_median_ratio():
+    """Ours and theirs are timed in turn, ours first in odd rounds and theirs first in even ones; the ratio is the
+    median over rounds of each round's ratio; ours is timed eager, and compiled as well where the config asks."""
+    order, rates = [], iter([1.0, 2.0, 2.0, 2.0, 10.0, 1.0])                 # the rates, in the order they are taken
+    def measure(cfg, seconds, amp):
+        order.append(("ours", cfg.compile)); return {"steps_per_s": next(rates)}
+    def theirs(checkout, cfg, seconds):
+        order.append(("theirs", cfg.compile)); return {"steps_per_s": next(rates)}
+    got = _bench_module().against_the_authors(Path("x"), run_config(**CFG), 1.0, 3, measure, theirs)
+    assert order == [("ours", False), ("theirs", False), ("theirs", False), ("ours", False), ("ours", False),
+                     ("theirs", False)]
+    assert [r["ours_steps_per_s"] / r["theirs_steps_per_s"] for r in got["rounds"]] == [0.5, 1.0, 10.0]
+    assert got["ours_over_theirs"] == 1.0 and "ours_compiled_over_theirs" not in got     # the median, not the mean
+    order.clear(); rates = iter([4.0, 8.0, 2.0])
+    got = _bench_module().against_the_authors(Path("x"), run_config(**CFG, compile=True), 1.0, 1, measure, theirs)
+    assert order == [("ours", False), ("ours", True), ("theirs", True)]
+    assert got["ours_over_theirs"] == 2.0 and got["ours_compiled_over_theirs"] == 4.0
 
 
 @pytest.mark.slow
