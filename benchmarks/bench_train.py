@@ -29,6 +29,10 @@ from binding_nb.train import setup_run
 from binding_nb.utils import resolve_device
 
 
+# the reference configuration (coverage aside): every figure of this benchmark and of profile_train.py is taken at it
+REFERENCE = dict(C=2, V=20, max_objects=2, batch_size=256, d_model=128, n_layers=4, n_heads=4, d_out=64)
+
+
 def sync(dev: torch.device) -> None:
     if dev.type == "cuda": torch.cuda.synchronize()
 
@@ -162,16 +166,13 @@ def main() -> None:
             raise SystemExit(f"--authors: their trainer runs on {'cuda' if torch.cuda.is_available() else 'cpu'} "
                              f"here; pass --device auto to time ours there too")
     if a.threads: torch.set_num_threads(a.threads)
-    base = run_config(C=2, V=20, max_objects=2, coverage=a.coverage, batch_size=256, d_model=128, n_layers=4, n_heads=4,
-                     d_out=64, steps=100_000, device=a.device, compile=a.compile)
+    base = run_config(**REFERENCE, coverage=a.coverage, steps=100_000, device=a.device, compile=a.compile)
     dev = resolve_device(base.device)
     where = {"device": str(dev), "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
              "threads": torch.get_num_threads()}
-    ours = {}
     for name in a.architectures:
-        ours[name] = measure(with_architecture(base, name), a.seconds, a.amp)
         print(json.dumps({"bench": "train_step", "architecture": name, **where, "amp": a.amp, "compile": a.compile,
-                          **ours[name]}), flush=True)
+                          **measure(with_architecture(base, name), a.seconds, a.amp)}), flush=True)
     if a.authors: print(json.dumps({"bench": "authors_train_step", "architecture": "transformer", **where,
                                     **against_the_authors(a.authors, base, a.seconds, a.rounds)}), flush=True)
 

@@ -169,7 +169,7 @@ def _distinct(ids: torch.Tensor, none: int) -> torch.Tensor:
     """The distinct ids in `[0, none)` of the flat `ids`, sorted, then `none` up to `min(len(ids), none)` entries: a set
     whose shape the draw does not decide."""
     x = ids.where(ids >= 0, none).sort().values
-    repeat = torch.cat([x[:1] != x[:1], x[1:] == x[:-1]])
+    repeat = torch.cat([torch.zeros_like(x[:1], dtype=torch.bool), x[1:] == x[:-1]])   # a repeat of the one before
     return x.where(~repeat, none).sort().values[:none]
 
 def _query_set(ids: torch.Tensor, none: int, fixed_shape: bool) -> torch.Tensor:
