@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from .inputs import input_kind
 from .models import ModelConfig
 from .scenes import ConceptSpace, CoverageSplit, coverage_split
-from .utils import fingerprint, plain_numbers, resolve_device, whole_number
+from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES',
@@ -43,7 +43,7 @@ class DataConfig:
     negatives_from: str = "fit"   # negatives from the 'fit' objects only, or from 'all' objects (held-out ones too)
 
     def __post_init__(self):
-        plain_numbers(self)
+        plain_settings(self)
         if not (isinstance(self.coverage, numbers.Real) and 0 < self.coverage <= 1):
             raise ValueError(f"coverage must be in (0, 1] (the fraction of objects seen in training), "
                              f"got {self.coverage!r}")
@@ -51,6 +51,7 @@ class DataConfig:
             raise ValueError(f"seed must be below 2**32, got {self.seed!r}")
         for name in ("batch_size", "n_val_scenes", "n_test_scenes"): whole_number(getattr(self, name), name, low=1)
         whole_number(self.swaps_per_scene, "swaps_per_scene", low=0)
+        whole_number(self.n_perturb, "n_perturb", low=0)
         whole_number(self.max_object_positives, "max_object_positives", low=0)
         _one_of(self, "concept_queries", ("all", "present")); _one_of(self, "negatives_from", ("fit", "all"))
 
@@ -71,7 +72,7 @@ class TrainConfig:
     ckpt_every: int = 250         # checkpoint every this many steps
 
     def __post_init__(self):
-        plain_numbers(self)
+        plain_settings(self)
         for name in ("steps", "eval_every", "ckpt_every"): whole_number(getattr(self, name), name, low=1)
         if not self.lr > 0: raise ValueError(f"lr must be > 0, got {self.lr!r}")
         if not 0 <= self.warmup_frac < 1: raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac!r}")
@@ -96,7 +97,7 @@ class Runtime:
     layout: str = "auto"
 
     def __post_init__(self):
-        plain_numbers(self)
+        plain_settings(self)
         _one_of(self, "amp", ("auto", "bf16", "fp32")); _one_of(self, "layout", ("auto", "packed", "padded"))
         whole_number(self.log_every, "log_every", low=1)
 
@@ -156,7 +157,10 @@ class RunConfig:
         # an input kind's settings one by one, where they differ from its defaults
         return fingerprint(d | (settings["input_settings"] or {}), length=10, algorithm="sha1")
     def run_name(self) -> str:
-        return f"C{self.C}_V{self.V}_cov{self.coverage:g}_seed{self.seed}_{self.model_key()}"
+        "The run's name (its checkpoint's): its sizes, coverage (to the last digit that tells two apart), seed and key."
+        short = f"{self.coverage:g}"
+        cov = short if float(short) == self.coverage else repr(self.coverage)
+        return f"C{self.C}_V{self.V}_cov{cov}_seed{self.seed}_{self.model_key()}"
 
 # each setting's name and the part that holds it
 RUN_SETTINGS = {f.name: part for part, kind in RUN_PARTS.items() for f in fields(kind)}

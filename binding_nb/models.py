@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .inputs import input_kind, register_inputs
 from .scenes import ConceptSpace, scene_sizes
 from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes, vocab
-from .utils import plain_numbers, whole_number
+from .utils import plain_settings, whole_number
 
 # %% auto #0
 __all__ = ['ARCHITECTURES', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
@@ -59,7 +59,7 @@ class ModelConfig:
     input_settings: object = None
 
     def __post_init__(self):
-        plain_numbers(self)
+        plain_settings(self)
         whole_number(self.C, "C (number of concepts)", low=1); whole_number(self.V, "V (values per concept)", low=2)
         for name in ("max_objects", "d_model", "n_layers", "n_heads", "d_out"):
             whole_number(getattr(self, name), name, low=1)

@@ -31,9 +31,9 @@ import torch
 # %% auto #0
 __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder',
            'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason', 'fingerprint',
-           'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'plain_numbers',
-           'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table',
-           'in_processes', 'repo_root', 'repo_path']
+           'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'plain_scalar',
+           'plain_settings', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
+           'show_table', 'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -247,13 +247,34 @@ def whole_number(x, what: str, low: int | None = None) -> int:
     return int(x)
 
 # %% ../nbs/utils.ipynb #20ffaf49
-def plain_numbers(settings) -> None:
-    """Make the fields of the dataclass instance `settings` (frozen or not) plain Python numbers, in place: numpy
-    scalars become Python scalars, and integral floats in fields declared `int` become ints."""
+def plain_scalar(v):
+    """`v` as the Python scalar it stands for, where it is a numpy scalar or a 0-d array or tensor; a float of lower
+    precision as its shortest decimal (`np.float32(0.3)` is 0.3, not 0.30000001192092896). Anything else is returned."""
+    if isinstance(v, torch.Tensor) and v.ndim == 0: v = v.detach().cpu().numpy()[()]
+    if isinstance(v, np.ndarray) and v.ndim == 0: v = v[()]
+    if isinstance(v, np.floating): return float(str(v))
+    return v.item() if isinstance(v, np.generic) else v
+
+_DECLARED = dict(float=(lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool), "a number"),
+                 bool=(lambda v: isinstance(v, bool), "True or False"),
+                 str=(lambda v: isinstance(v, str), "a string"))
+
+def plain_settings(settings) -> None:
+    """Make the fields of the dataclass instance `settings` (frozen or not) plain Python values of their declared types,
+    in place: numpy scalars become Python scalars (`plain_scalar`), integral floats in fields declared `int` become ints.
+    A value of another type in a `float`, `bool` or `str` field (a bool for a number, the text 'false' for a bool)
+    raises a `ValueError` naming the field, so that one setting has one value and one run name. Fields declared `int`
+    are left to `whole_number`, which the class's own check calls with the setting's longer name."""
     for f in dataclasses.fields(settings):
-        v = getattr(settings, f.name)
-        if isinstance(v, np.generic): v = v.item()
-        if f.type in ("int", int) and isinstance(v, float) and v.is_integer(): v = int(v)
+        v = plain_scalar(getattr(settings, f.name))
+        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        base, optional = declared.removesuffix("| None").strip(), declared.replace(" ", "").endswith("|None")
+        if base == "int" and isinstance(v, float) and v.is_integer(): v = int(v)
+        if base in _DECLARED and not (optional and v is None):
+            ok, what = _DECLARED[base]
+            if not ok(v):
+                raise ValueError(f"{f.name} must be {what}{' or None' if optional else ''}, got {v!r} "
+                                 f"({type(v).__name__})")
         object.__setattr__(settings, f.name, v)
 
 # %% ../nbs/utils.ipynb #113704c5
