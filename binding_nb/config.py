@@ -151,11 +151,14 @@ class RunConfig:
             return dataclasses.replace(getattr(self, name), **changed) if changed else getattr(self, name)
         return RunConfig(**{name: part(name) for name in RUN_PARTS})
     def model_key(self) -> str:
-        "A short hash of every setting but coverage, seed and the runtime: runs with the same key are comparable."
+        """A short hash of every setting but coverage, seed and the runtime, and of the input kind's code where it is not
+        this package's: runs with the same key are comparable, and a kind's file changed is a new model."""
         settings = self.settings()
         d = {k: v for k, v in settings.items() if k not in _NOT_IN_KEY + ("input_settings",)}
+        code = input_kind(self.inputs).code
         # an input kind's settings one by one, where they differ from its defaults
-        return fingerprint(d | (settings["input_settings"] or {}), length=10, algorithm="sha1")
+        return fingerprint(d | (settings["input_settings"] or {}) | ({"kind_code": code} if code else {}), length=10,
+                           algorithm="sha1")
     def run_name(self) -> str:
         "The run's name (its checkpoint's): its sizes, coverage (to the last digit that tells two apart), seed and key."
         short = f"{self.coverage:g}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
+import marshal
 import sys
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
@@ -40,10 +42,13 @@ class QueryTower(Protocol):
 @dataclass(frozen=True)
 class InputKind:
     """What a scene tower reads: a builder of a config's (scene, query) towers, and the class of the kind's settings
-    (None: it has none)."""
+    (None: it has none); `origin`, the module that registered it; `code`, a digest of its code, which a run's
+    `model_key` holds (None: this package's own kind, versioned with the package)."""
     name: str
     towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]]
     settings: type | None = None
+    origin: str = "__main__"
+    code: str | None = None
 
     def settings_of(self, given) -> object | None:
         "The kind's settings from `given`: its settings object, a dict of settings, or None (the defaults)."
@@ -76,18 +81,57 @@ class InputKind:
 
 _INPUT_KINDS: dict[str, InputKind] = {}
 
-def register_inputs(name: str, towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]],
-                    settings: type | None = None) -> None:
-    """Register the input kind `name`: `towers(cfg)` builds a config's (scene tower, query tower); `settings`, a frozen
-    dataclass of its settings."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"an input kind's name must be an identifier, got {name!r}")
-    _INPUT_KINDS[name] = InputKind(name, towers, settings)
-
 def _declared_inputs() -> dict:
     "The input kinds installed packages declare under `INPUTS_GROUP`, by name."
     from importlib.metadata import entry_points
     return {ep.name: ep for ep in entry_points(group=INPUTS_GROUP)}
+
+def _module_of(towers) -> str:
+    "The name of the module whose code the builder `towers` is."
+    return getattr(towers, "__module__", None) or type(towers).__module__
+
+def _owner(name: str) -> str | None:
+    "The module the kind `name` belongs to: the one a package declares for it, else the one that registered it first."
+    if (ep := _declared_inputs().get(name)) is not None: return ep.value.partition(":")[0]
+    return _INPUT_KINDS[name].origin if name in _INPUT_KINDS else None
+
+def _source(f) -> str | None:
+    "The source text of the function `f`, where it can be read."
+    try: return inspect.getsource(f)
+    except (OSError, TypeError): return None
+
+def _where(module: str) -> str:
+    "A module by its file, where it has one (a kind's file is imported under a made-up name)."
+    return getattr(sys.modules.get(module), "__file__", None) or module
+
+def _code_digest(module: str, towers, settings: type | None) -> str | None:
+    """A digest of a kind's code: None for this package's own kinds (versioned with it); else of the file of the module
+    that registered it, or, where that module has no file (a notebook, a session), of the source of its builder and
+    settings class."""
+    if module.partition(".")[0] == "binding_nb": return None
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if file and Path(file).is_file(): return hashlib.sha1(Path(file).read_bytes()).hexdigest()[:10]
+    try: text = inspect.getsource(towers) + (inspect.getsource(settings) if settings else "")
+    except (OSError, TypeError): text = repr(marshal.dumps(towers.__code__)) if hasattr(towers, "__code__") else repr(towers)
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+def register_inputs(name: str, towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]],
+                    settings: type | None = None) -> None:
+    """Register the input kind `name`: `towers(cfg)` builds a config's (scene tower, query tower); `settings`, a frozen
+    dataclass of its settings. A name belongs to one module (`_owner`), which may register it again (a module imported
+    again, a page run again, a file changed); another module's kind under that name is refused, since runs of the two
+    would share names, checkpoints and rows. The notebook a declared module is written from (`__main__`) registers as
+    that module."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"an input kind's name must be an identifier, got {name!r}")
+    module, owner = _module_of(towers), _owner(name)
+    if module == "__main__" and name in _declared_inputs():      # the page a declared module is written from ...
+        if name not in _INPUT_KINDS or _source(_INPUT_KINDS[name].towers) == _source(towers): module = owner
+    if owner not in (None, module):                              # ... with the module's code, not other code
+        raise ValueError(f"input kind {name!r} is {owner}'s, and {_where(module)} registers another under that name: "
+                         f"runs of the two would share names, checkpoints and table rows; register yours under a name "
+                         f"of its own (taken: {registered_inputs()})")
+    _INPUT_KINDS[name] = InputKind(name, towers, settings, module, _code_digest(module, towers, settings))
 
 def registered_inputs() -> list[str]:
     "Every input kind known by name: those registered in this process and those installed packages declare."
@@ -108,11 +152,14 @@ def input_kind(name: str) -> InputKind:
     return _INPUT_KINDS[name]
 
 def _import_file(path: Path) -> None:
-    "Import the Python file `path` as a module of its own (once per file)."
+    """Import the Python file `path` as a module of its own: once per file and content (a file changed since is
+    imported again, and its kinds registered again with their new code)."""
     module = f"binding_nb_inputs_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-    if module in sys.modules: return
+    content = hashlib.sha1(path.read_bytes()).hexdigest()
+    if getattr(sys.modules.get(module), "__content__", None) == content: return
     spec = importlib.util.spec_from_file_location(module, path)
     sys.modules[module] = mod = importlib.util.module_from_spec(spec)
+    mod.__content__ = content
     try: spec.loader.exec_module(mod)
     except BaseException: del sys.modules[module]; raise
 

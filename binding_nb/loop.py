@@ -92,8 +92,9 @@ def keep_test_best(state: TrainState, model: torch.nn.Module, score: float) -> b
 class TrainingDiverged(FloatingPointError):
     "The training loss stopped being finite."
     def __init__(self, step: int, loss: float):
-        super().__init__(f"training diverged at step {step}: the loss is {loss}; lower the learning rate (lr) or check "
-                         f"the data")
+        super().__init__(f"training diverged at step {step}: the loss is {loss} (read every log_every steps, so it may "
+                         f"have stopped being finite earlier); lower the learning rate (lr), or check the data and, for "
+                         f"an input kind of one's own, that its towers stay finite in training")
         self.step, self.loss = step, loss
 
 def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainState,
@@ -103,7 +104,7 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
         log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
         monitor: Callable[[], dict] | None = None) -> bool:
-    """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after`. `bar`: a shared
+    """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after` (saved there). `bar`: a shared
     progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, read
     right after `validate` on the same weights and never used to select."""
     own = bar is None
@@ -125,8 +126,9 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
             keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()},
                       **(monitor() if monitor else {}))
             t0 = time.perf_counter()
-        if due_ckpt:
+        stopping = stop_after is not None and stop_after <= state.step < steps
+        if due_ckpt or stopping:                                    # a stop on purpose saves where it stopped
             state.train_seconds += time.perf_counter() - t0; save(); t0 = time.perf_counter()
-        if stop_after is not None and stop_after <= state.step < steps: break
+        if stopping: break
     if own: bar.close()
     return state.step >= steps

@@ -22,7 +22,7 @@ from .models import batch_loss, DualEncoder
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                hard_negatives, object_recognition, object_recognition_among, sample_scenes, scene_sizes)
 from .tokens import make_batch, SceneBatch
-from .utils import fingerprint, make_generator, resolve_device
+from .utils import fingerprint, make_generator, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
@@ -295,8 +295,14 @@ def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path)
 
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
-    "Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`."
+    """Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`,
+    which saves the run there (and so needs a `checkpoint`)."""
     check_config(cfg)
+    if stop_after is not None:
+        whole_number(stop_after, "stop_after", low=1)
+        if checkpoint is None:
+            raise ValueError(f"stop_after={stop_after} stops the run to resume it later, which needs a checkpoint to "
+                             f"save it in: pass checkpoint=PATH, or leave stop_after None to train all {cfg.steps} steps")
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)

@@ -4,14 +4,18 @@ start and one random start, each finished by L-BFGS).
 
     python scripts/known_answers.py [--out results/complexity/known_answers.csv] [--ranks 8 16 32 64] [--workers 2]
 
-One row per (encoder, family); the page 04_complexity renders the file and checks every row of it. Rows already in --out that
-answer a job (its encoder and rank, probe, steps and finish) are kept and not fitted again: --ranks 8 adds rank 8 to the file and keeps the
-other ranks.
+One row per (encoder, family); the page 04_complexity renders the file and checks every row of it. Each job's rows are written as
+the job finishes (an interrupted run keeps the jobs it finished), through a results table: a damaged row (cut short, a metric missing)
+is set aside and its job fitted again. Rows already in --out that answer a job (its encoder and rank, probe, steps and finish) are kept
+and not fitted again: --ranks 8 adds rank 8 to the file and keeps the other ranks; a job fitted again replaces its encoder's rows of
+that probe.
 """
 import argparse, multiprocessing as mp, time
 from pathlib import Path
 
 import pandas as pd
+
+from binding_nb.results import ResultsTable
 
 def run(job: tuple) -> pd.DataFrame:
     import torch
@@ -42,28 +46,58 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 SAME = ["encoder", "code_rank", "family", "steps", "finish"]   # a row that answers a job: its code and rank, its probe, and how it was fitted
+METRICS = ("train_r2", "val_r2", "r2", "concept_acc", "object_acc", "ceiling_object_acc", "bag_of_concepts_acc")
+
+
+def _missing_metrics(df: pd.DataFrame) -> dict[str, pd.Series]:
+    return {"a missing metric": pd.concat([pd.to_numeric(df[c], errors="coerce").isna() for c in METRICS], axis=1).any(axis=1)}
+
+
+KNOWN_ANSWERS = ResultsTable(
+    "known_answers.csv",
+    columns=("encoder", "code", "code_rank", "scenes", "family", "capacity", "lr", "init", "init_mean", "form", "starts", "moment",
+             "finish", "coverage", "seed", "steps", "n_train", "n_val", "n_test", "fit_objects", "regime", "ceiling_concept_acc",
+             "ceiling_object_acc", "bag_of_concepts_acc", "ceiling_concept_acc_in_batch", "ceiling_object_acc_in_batch",
+             "bag_of_concepts_acc_in_batch", "val_score", "val_concept_acc", "val_object_acc", "val_r2", "concept_acc", "object_acc", "r2",
+             "concept_acc_in_batch", "object_acc_in_batch", "train_r2", "best_step", "start", "finish_step", "seconds", "status"),
+    keys=tuple(SAME), text=("encoder", "code", "family", "form", "regime", "status"),
+    counts=("code_rank", "scenes", "capacity", "starts", "finish", "seed", "steps", "n_train", "n_val", "n_test", "fit_objects"),
+    checks=_missing_metrics, advice="pass the CSV file to write, e.g. results/complexity/known_answers.csv")
+
+
+def write_job(out: Path, rows: pd.DataFrame) -> pd.DataFrame:
+    "Put one job's rows into the table at `out`, in place of its encoder's earlier rows of the same probes; the table."
+    have = KNOWN_ANSWERS.read(out)
+    old = have.encoder.astype(str).isin(rows.encoder.astype(str)) & have.family.astype(str).isin(rows.family.astype(str)) \
+        & (have.code_rank.astype(float) == float(rows.code_rank.iloc[0])) if len(have) else pd.Series(False, index=have.index)
+    table = pd.concat([have[~old], rows], ignore_index=True) if len(have[~old]) else rows
+    table = table.sort_values(["code_rank", "encoder", "family"], kind="stable").reset_index(drop=True)
+    KNOWN_ANSWERS.write(table, out)
+    return table
 
 
 def todo(jobs: list[tuple], have: pd.DataFrame, steps: int = 300, finish: int = 500) -> list[tuple]:
     "The jobs of which some row is not in `have` yet (`known_answer`'s defaults: `steps` and `finish`)."
-    done = set(map(tuple, have[SAME].astype(str).to_numpy())) if len(have) else set()
+    whole = lambda c: pd.to_numeric(have[c]).astype(int)      # 8, 8.0 and "8" alike
+    done = set(zip(have.encoder.astype(str), whole("code_rank"), have.family.astype(str), whole("steps"), whole("finish"))) \
+        if len(have) else set()
     name = lambda code, rank: f"{code}, rank {rank}" if code else "table"
-    return [j for j in jobs if any((name(j[0], j[1]), str(j[1]), f, str(steps), str(finish)) not in done for f in j[2])]
+    return [j for j in jobs if any((name(j[0], j[1]), j[1], f, steps, finish) not in done for f in j[2])]
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse(argv)
     from binding_nb.complexity import known_jobs
     out = Path(a.out)
-    have = pd.read_csv(out) if out.is_file() else pd.DataFrame()
+    have = KNOWN_ANSWERS.read(out)                 # damaged rows set aside, with a warning: their jobs are fitted again
     jobs = todo(known_jobs(a.ranks), have)
     print(f"{len(jobs)} of {len(known_jobs(a.ranks))} jobs to fit; {len(have)} rows in {out} kept")
     if not jobs: return
+    new = 0
     with mp.get_context("spawn").Pool(a.workers) as pool:
-        new = pd.concat(pool.map(run, jobs, chunksize=1), ignore_index=True)
-    rows = pd.concat([have, new], ignore_index=True).drop_duplicates(["encoder", "code_rank", "family"], keep="last")   # a job fitted again replaces its rows
-    rows.sort_values(["code_rank", "encoder", "family"], kind="stable").to_csv(out, index=False)
-    print(f"wrote {len(new)} new rows, {len(rows)} in all, to {out}")
+        for rows in pool.imap_unordered(run, jobs, chunksize=1):     # each job's rows written as it finishes
+            table = write_job(out, rows); new += len(rows)
+    print(f"wrote {new} new rows, {len(table)} in all, to {out}")
 
 
 if __name__ == "__main__":

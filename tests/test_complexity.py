@@ -264,27 +264,71 @@ def test_known_answers_script_checks_its_command_line_before_any_fit(tmp_path, c
         assert e.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_known_answers_script_keeps_the_rows_it_has(tmp_path, monkeypatch, capsys):
-    "`scripts/known_answers.py --ranks 8` onto a file of other ranks keeps them and fits only rank 8's jobs; rows fitted otherwise (another finish) are fitted again."
+def _known_answers_script():
     import importlib.util
-    from binding_nb.complexity import known_jobs
     spec = importlib.util.spec_from_file_location("known_answers_script", Path(__file__).parents[1] / "scripts" / "known_answers.py")
     script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
-    row = lambda code, rank, fam, finish=500: dict(encoder=f"{code}, rank {rank}" if code else "table", family=fam, code=code or "table", code_rank=rank, steps=300, finish=finish)
-    have = pd.DataFrame([row(c, r, f) for c, r, fams in known_jobs([16, 32]) for f in fams])
+    return script
+
+
+def _known_row(code, rank, family, finish=500, **more) -> dict:
+    "A known-answers row with its identity and every metric (0.5)."
+    return dict(encoder=f"{code}, rank {rank}" if code else "table", family=family, code=code or "table", code_rank=rank, steps=300,
+                finish=finish, status="ok", **{m: 0.5 for m in ("train_r2", "val_r2", "r2", "concept_acc", "object_acc",
+                                                               "ceiling_object_acc", "bag_of_concepts_acc")},
+                **{c: 1 for c in ("scenes", "capacity", "starts", "seed", "n_train", "n_val", "n_test", "fit_objects")}, **more)
+
+
+class _FakePool:
+    "Fits nothing: records the jobs it is given and answers each with rows of full metrics; `stop_after` jobs, an interrupt."
+    def __init__(self, fitted: list, stop_after: int | None = None): self.fitted, self.stop_after = fitted, stop_after
+    def __call__(self, *a): return self
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+    def imap_unordered(self, f, jobs, chunksize=1):
+        for i, (c, r, fams) in enumerate(jobs):
+            if i == self.stop_after: raise KeyboardInterrupt
+            self.fitted.append((c, r, fams)); yield pd.DataFrame([_known_row(c, r, x) for x in fams])
+
+
+def test_known_answers_script_keeps_the_rows_it_has(tmp_path, monkeypatch, capsys):
+    "`scripts/known_answers.py --ranks 8` onto a file of other ranks keeps them and fits only rank 8's jobs; rows fitted otherwise (another finish) are fitted again."
+    from binding_nb.complexity import known_jobs
+    script = _known_answers_script()
+    have = pd.DataFrame([_known_row(c, r, f) for c, r, fams in known_jobs([16, 32]) for f in fams])
     assert script.todo(known_jobs([16, 32]), have) == []                                     # all there: nothing to fit
     assert script.todo(known_jobs([8, 16]), have) == known_jobs([8])                          # rank 8 only
     stale = have.assign(finish=np.where(have.code == "additive", 50, 500))                    # the additive code's rows fitted with another finish
     assert [j[0] for j in script.todo(known_jobs([16]), stale)] == ["additive"]
-    out = tmp_path / "k.csv"; have.to_csv(out, index=False)
+    out = tmp_path / "k.csv"; script.KNOWN_ANSWERS.write(have, out)
     fitted = []
-    class Pool:                                                                               # fits nothing: records the jobs it is given
-        def __init__(self, *a): pass
-        def __enter__(self): return self
-        def __exit__(self, *a): return False
-        def map(self, f, jobs, chunksize=1): fitted.extend(jobs); return [pd.DataFrame([row(c, r, x) for x in fams]) for c, r, fams in jobs]
-    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": Pool})())
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": _FakePool(fitted)})())
     script.main(["--ranks", "8", "16", "32", "--out", str(out), "--workers", "1"])
     assert fitted == known_jobs([8])
     got = pd.read_csv(out)
     assert len(got) == len(have) + sum(len(f) for *_, f in known_jobs([8])) and not got.duplicated(["encoder", "code_rank", "family"]).any()
+    script.KNOWN_ANSWERS.write(stale, out); fitted.clear()                                            # a job fitted again replaces its rows
+    script.main(["--ranks", "16", "--out", str(out), "--workers", "1"])
+    got = pd.read_csv(out)
+    assert [j[0] for j in fitted] == ["additive"] and len(got) == len(stale) and (got[got.code_rank == 16].finish == 500).all()
+
+
+def test_known_answers_script_keeps_finished_jobs_and_refits_a_cut_row(tmp_path, monkeypatch):
+    "Interrupted after 3 jobs, --out holds those jobs' rows; a row cut after its key columns is set aside and its job fitted again."
+    from binding_nb.complexity import known_jobs
+    script, out, fitted = _known_answers_script(), tmp_path / "k.csv", []
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": _FakePool(fitted, stop_after=3)})())
+    with pytest.raises(KeyboardInterrupt): script.main(["--ranks", "8", "--out", str(out), "--workers", "1"])
+    got = pd.read_csv(out)
+    assert len(fitted) == 3 and len(got) == sum(len(f) for *_, f in fitted)
+    text = out.read_text().splitlines()
+    cut = text[1].split(",")
+    out.write_text("\n".join([text[0], ",".join(cut[:6])] + text[2:]) + "\n")                 # the first row cut after its key columns
+    first = pd.read_csv(out).iloc[0]
+    fitted.clear()
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": _FakePool(fitted)})())
+    with pytest.warns(UserWarning, match="damaged"):
+        script.main(["--ranks", "8", "--out", str(out), "--workers", "1"])
+    assert (first.encoder, first.family) in {(f"{c}, rank {r}" if c else "table", x) for c, r, fams in fitted for x in fams}
+    got = pd.read_csv(out)
+    assert len(got) == sum(len(f) for *_, f in known_jobs([8])) and got[list(script.METRICS)].notna().all().all()

@@ -95,3 +95,58 @@ def test_the_training_pages_take_inputs(page, tmp_path):
     if page == "05_coverage":
         with pytest.raises(ValueError, match="find an input kind by name only"):
             run_parameter_check(nb, cwd=ROOT, inputs="examples/deep_sets_inputs.py:deep_sets", executor="local", output_dir=str(tmp_path / "o3"))
+
+
+def _kind_file(path: Path, name: str, broken: bool) -> str:
+    "A file registering the kind `name`: a scene is the sum of its values' one-hots through a linear map; `broken`: NaN in training."
+    path.write_text(f'''import torch
+from torch import nn
+from binding_nb.inputs import register_inputs
+from binding_nb.models import query_tower
+
+class SumOfValues(nn.Module):
+    def __init__(self, cfg):
+        super().__init__(); self.V, self.n = cfg.V, cfg.C * cfg.V; self.w = nn.Linear(self.n, cfg.d_out)
+    def forward(self, *sets):
+        out = []
+        for s in sets:
+            idx = s.clamp(min=0) + torch.arange(s.shape[-1]) * self.V
+            e = self.w((nn.functional.one_hot(idx, self.n).float() * (s >= 0)[..., None]).sum((1, 2)))
+            out.append(e * float("nan") if {broken} and self.training else e)
+        return out
+
+register_inputs({name!r}, lambda cfg: (SumOfValues(cfg), query_tower(cfg)))
+''')
+    return f"{path}:{name}"
+
+
+def test_a_name_taken_by_other_code_is_refused(tmp_path):
+    "A file registering the built-in `tokens`, or a second file registering a name another file holds, is refused; `tokens` stays the package's."
+    from binding_nb.config import run_config
+    from binding_nb.inputs import input_kind
+    key = run_config().model_key()
+    with pytest.raises(ValueError, match="input kind 'tokens' is binding_nb.models's"):
+        use_inputs(_kind_file(tmp_path / "shadow.py", "tokens", broken=False))
+    assert input_kind("tokens").origin == "binding_nb.models" and run_config().model_key() == key == "abacb151af"
+    use_inputs(_kind_file(tmp_path / "first.py", "summed", broken=False))
+    with pytest.raises(ValueError, match="register yours under a name of its own"):
+        use_inputs(_kind_file(tmp_path / "second.py", "summed", broken=False))
+    use_inputs(_kind_file(tmp_path / "first.py", "summed", broken=False))    # its own file again: fine
+
+
+def test_a_kind_fixed_in_its_file_is_trained_again_not_served_its_stale_verdict(tmp_path):
+    "A kind whose towers give NaN is recorded as diverged; once its file is fixed, the sweep trains it under a new key instead of serving that row."
+    from binding_nb.config import run_config
+    from binding_nb.coverage import run_sweep
+    spec = _kind_file(tmp_path / "summed_kind.py", "summed_kind", broken=True)
+    base = lambda: run_config(C=2, V=4, steps=10, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=5,
+                              ckpt_every=10, log_every=1, n_val_scenes=16, n_test_scenes=32, device="cpu", inputs=use_inputs(spec))
+    broken = base().model_key()     # a config names its kind: its key is that of the kind registered when asked
+    with pytest.warns(UserWarning, match="diverged"):
+        rows = run_sweep(base(), [[2, 4]], [0.75], [0], tmp_path, progress=False)
+    assert list(rows.status) == ["diverged"]
+    _kind_file(tmp_path / "summed_kind.py", "summed_kind", broken=False)
+    fixed = base()
+    assert fixed.model_key() != broken
+    rows = run_sweep(fixed, [[2, 4]], [0.75], [0], tmp_path, progress=False)
+    assert list(rows.status) == ["ok"] and rows.model_key.iloc[0] == fixed.model_key()
