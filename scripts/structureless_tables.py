@@ -12,8 +12,9 @@ form probe is fitted to it as 06 fits a model's binding function, in two setting
 
 A probe that fits such a table on its fit scenes (train R^2 near 1) can memorise objects, and its held-out numbers on a real
 binding function mean little; `memorises` must flag it (`flagged`; `flagged_by_directions`: the rule before it counted the
-embedding's width, free directions per slot against fit objects). One row per (form, setting, paper_objects) as fits finish; a rerun skips
-the rows already there.
+embedding's width, free directions per slot against fit objects). One row per (form, setting, paper_objects), appended as each fit
+finishes through a results table (written whole and atomically: a kill keeps every finished row and cuts none); a rerun skips the rows
+already there, and a damaged one (cut short, a metric missing) is set aside and fitted again.
 
     python scripts/structureless_tables.py [--out results/complexity/structureless_tables.csv] [--workers 2] [--forms NAME ...]
                                            [--settings ours authors capacity] [--paper_objects 300 400] [--max_steps N]
@@ -23,12 +24,28 @@ from pathlib import Path
 
 import pandas as pd
 
+from binding_nb.results import ResultsTable
+
 COLUMNS = ["form", "setting", "paper_objects", "rank", "dim", "steps", "starts", "moment", "finish", "fit_objects", "n_train", "train_r2",
            "val_r2", "test_r2", "free_directions", "flagged", "flagged_by_directions", "wall_s"]
 KEY = ["form", "setting", "paper_objects", "steps"]
 SETTINGS = {"ours": dict(rank=64, init=0.3, init_mean=1.0, steps=1500), "authors": dict(rank=64, init=1.0, init_mean=0.0, steps=4000),
             "capacity": dict(rank=64, init=0.3, init_mean=1.0, steps=1500)}
 PAPER_SCENES = ("authors", "capacity")      # the settings that read every pair of the authors' objects
+FLAGS = ("moment", "flagged", "flagged_by_directions")
+
+
+def _row_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
+    num = lambda c: pd.to_numeric(df[c], errors="coerce")
+    return {"a missing R^2": pd.concat([num(c).isna() for c in ("train_r2", "val_r2", "test_r2")], axis=1).any(axis=1),
+            "a flag that is not True or False": ~pd.concat([df[c].isin(["True", "False"]) for c in FLAGS], axis=1).all(axis=1),
+            "an unknown setting": ~df.setting.isin(list(SETTINGS))}
+
+
+STRUCTURELESS = ResultsTable("structureless_tables.csv", columns=tuple(COLUMNS), keys=tuple(KEY), text=("form", "setting", *FLAGS),
+                             counts=("paper_objects", "rank", "dim", "steps", "starts", "finish", "fit_objects", "n_train",
+                                     "free_directions"),
+                             checks=_row_checks, advice="pass the CSV file to write, e.g. results/complexity/structureless_tables.csv")
 
 
 def run(job: tuple) -> dict:
@@ -59,7 +76,8 @@ def run(job: tuple) -> dict:
                 wall_s=round(time.perf_counter() - t0, 1))
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    "The command line, checked before any fit."
     from binding_nb.approximators import FORMS
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/complexity/structureless_tables.csv")
@@ -68,21 +86,34 @@ def main() -> None:
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     p.add_argument("--paper_objects", nargs="+", type=int, default=[300, 400], help="objects the authors' setting reads")
     p.add_argument("--max_steps", type=int, default=None, help="cap the steps (a quick check)")
-    a = p.parse_args()
-    out = Path(a.out)
-    if out.is_dir(): p.error(f"--out {out} is a folder: pass a CSV file path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
-    key = lambda r: tuple(r[k] for k in KEY)
+    a = p.parse_args(argv)
+    if a.workers < 1: p.error(f"--workers must be >= 1, got {a.workers}")
+    if min(a.paper_objects) < 4: p.error(f"--paper_objects must be >= 4 (half of them fitted, pairs of them read), got {min(a.paper_objects)}")
+    if a.max_steps is not None and a.max_steps < 1: p.error(f"--max_steps must be >= 1, got {a.max_steps}")
+    if Path(a.out).is_dir(): p.error(f"--out {a.out} is a folder: pass a CSV file path")
+    return a
+
+
+def jobs_to_fit(a: argparse.Namespace, have: pd.DataFrame) -> list[tuple]:
+    "The (form, setting, paper_objects, steps) jobs asked for whose row `have` lacks, each once."
     steps = lambda st: SETTINGS[st]["steps"] if a.max_steps is None else min(SETTINGS[st]["steps"], a.max_steps)
     jobs = [(f, st, n, steps(st)) for f in a.forms for st in a.settings for n in (a.paper_objects if st in PAPER_SCENES else [0])]
-    done = {key(r) for r in rows}
-    jobs = list(dict.fromkeys(j for j in jobs if j not in done))
+    done = set(zip(have.form.astype(str), have.setting.astype(str), have.paper_objects.astype(int), have.steps.astype(int))) \
+        if len(have) else set()
+    return list(dict.fromkeys(j for j in jobs if j not in done))
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse(argv)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    jobs = jobs_to_fit(a, STRUCTURELESS.read(out))     # damaged rows set aside, with a warning: fitted again
+    print(f"{len(jobs)} fits to run into {out}", flush=True)
+    if not jobs: return
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
-            rows.append(row)
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY).to_csv(out, index=False)
-            print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+            STRUCTURELESS.append(out, {k: str(v) if k in FLAGS else v for k, v in row.items()})
+            print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, default=str), flush=True)
 
 
 if __name__ == "__main__":

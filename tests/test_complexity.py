@@ -332,3 +332,37 @@ def test_known_answers_script_keeps_finished_jobs_and_refits_a_cut_row(tmp_path,
     assert (first.encoder, first.family) in {(f"{c}, rank {r}" if c else "table", x) for c, r, fams in fitted for x in fams}
     got = pd.read_csv(out)
     assert len(got) == sum(len(f) for *_, f in known_jobs([8])) and got[list(script.METRICS)].notna().all().all()
+
+
+def test_structureless_script_appends_as_fits_finish_and_refits_a_cut_row(tmp_path, monkeypatch):
+    "`scripts/structureless_tables.py`: interrupted after 2 fits, --out holds their 2 rows; a row cut short is set aside and fitted again; bad arguments are refused before any fit."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("structureless_script", Path(__file__).parents[1] / "scripts" / "structureless_tables.py")
+    script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
+    out, fitted = tmp_path / "s.csv", []
+    row = lambda job: dict(zip(script.KEY, job), rank=64, dim=64, starts=1, moment=False, finish=0, fit_objects=10, n_train=100,
+                           train_r2=0.5, val_r2=0.1, test_r2=0.0, free_directions=5, flagged=np.False_, flagged_by_directions=False, wall_s=1.0)
+    class Pool:
+        def __init__(self, stop_after=None): self.stop_after = stop_after
+        def __call__(self, *a): return self
+        def __enter__(self): return self
+        def __exit__(self, *a): return False
+        def imap_unordered(self, f, jobs):
+            for i, job in enumerate(jobs):
+                if i == self.stop_after: raise KeyboardInterrupt
+                fitted.append(job); yield row(job)
+    argv = ["--out", str(out), "--forms", "additive", "global_product", "--settings", "ours", "authors", "--paper_objects", "300"]
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": Pool(stop_after=2)})())
+    with pytest.raises(KeyboardInterrupt): script.main(argv)
+    assert len(pd.read_csv(out)) == 2 == len(fitted)
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:2] + [lines[2][:12]]) + "\n")          # the second row cut after its first columns
+    fitted.clear()
+    monkeypatch.setattr(script.mp, "get_context", lambda *_: type("Ctx", (), {"Pool": Pool()})())
+    with pytest.warns(UserWarning, match="damaged"): script.main(argv)
+    got = pd.read_csv(out)
+    assert len(fitted) == 3 and len(got) == 4 and got.train_r2.notna().all() and set(got.flagged) == {False}
+    for bad, message in ((["--workers", "0"], "--workers must be >= 1"), (["--paper_objects", "2"], "--paper_objects must be >= 4"),
+                         (["--out", str(tmp_path)], "is a folder")):
+        with pytest.raises(SystemExit) as e: script.parse(bad)
+        assert e.value.code == 2
