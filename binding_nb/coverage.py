@@ -174,7 +174,8 @@ def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, outpu
     if workers > 1 and len(todo) > 1:
         if any(resolve_device(c.device).type == "cuda" for c in todo):
             raise ValueError(f"workers={workers}: runs on a GPU train one at a time; pass workers=1")
-        in_processes(run_one, [(c, out, False) for c in todo], workers, "coverage sweep", progress)
+        in_processes(run_one, [(c, out, False) for c in todo], workers, "coverage sweep", progress,
+                     label=lambda job: f"the run {job[0].run_name()}")
         return sweep_results(cfgs, out)
     with tqdm(total=sum(c.steps for c in todo), desc="coverage sweep", disable=not progress) as bar:
         for i, cfg in enumerate(todo):

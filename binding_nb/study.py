@@ -52,7 +52,8 @@ def train_models(configs: Sequence[RunConfig], models_dir, workers: int = 1,
     """Train (or read back) every run of `configs` into `models_dir` (05's layout: coverage_results.csv and
     checkpoints/); the finished ones."""
     models_dir = writable_folder(models_dir, "models folder", "pass a folder you can write to")
-    done = in_processes(_train_one, [(c, models_dir) for c in configs], workers, "training models", progress)
+    done = in_processes(_train_one, [(c, models_dir) for c in configs], workers, "training models", progress,
+                        label=lambda job: f"the run {job[0].run_name()}")
     return [m for m in done if m.row.get("status", "ok") == "ok"]
 
 def trained_models(model_dir) -> list[TrainedModel]:
@@ -189,5 +190,5 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
                    paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps,
                    paper_lr=paper_lr)
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers,
-                        "binding functions", progress)
+                        "binding functions", progress, label=lambda job: f"the study of {getattr(job[0], 'cfg', job[0]).run_name()}")
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])

@@ -380,22 +380,34 @@ def _worker_start(parent: int, poll: float = 1.0) -> None:
         os._exit(1)                                       # the parent died: its queue will never be read again
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
-def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True) -> list:
+def in_processes(fn: Callable, jobs: list[tuple], workers: int, desc: str, progress: bool = True,
+                 label: Callable[[tuple], str] = lambda job: repr(job)[:120]) -> list:
     """`fn(*job)` for every job, in `workers` processes of one torch thread each (forked, each ending if this process
     dies), or here when one worker will do or fork is not available. An error or an interrupt cancels the jobs not yet
-    started and returns at once; the workers end after their current job."""
+    started and stops the jobs under way (each as its last save left it), and returns at once; an error carries a note
+    naming its job (`label(job)`)."""
     import multiprocessing
     from concurrent.futures import as_completed, ProcessPoolExecutor
     from tqdm import tqdm
+    def named(e: BaseException, job: tuple) -> BaseException:
+        e.add_note(f"{desc}: the job that failed was {label(job)}"); return e
     if workers == 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return [fn(*job) for job in tqdm(jobs, desc=desc, disable=not progress)]
+        out = []
+        for job in tqdm(jobs, desc=desc, disable=not progress):
+            try: out.append(fn(*job))
+            except Exception as e: raise named(e, job)
+        return out
     pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
                                initializer=_worker_start, initargs=(os.getpid(),))
-    futures = [pool.submit(fn, *job) for job in jobs]
+    futures = {pool.submit(fn, *job): job for job in jobs}
     try:
-        for done in tqdm(as_completed(futures), total=len(jobs), desc=desc, disable=not progress): done.result()
+        for done in tqdm(as_completed(futures), total=len(jobs), desc=desc, disable=not progress):
+            if (e := done.exception()) is not None: raise named(e, futures[done])
     except BaseException:                                 # the first error, as it comes, or an interrupt
-        pool.shutdown(wait=False, cancel_futures=True); raise
+        running = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in running: p.terminate()                   # the jobs under way stop now, not when they finish
+        raise
     pool.shutdown()
     return [f.result() for f in futures]
 

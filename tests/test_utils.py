@@ -73,3 +73,35 @@ def test_fit_binding_without_an_output_dir_says_so():
     with pytest.raises(ValueError, match="output_dir is None: name a folder"):
         fit_binding(known_binding(ConceptSpace([8, 8]), "bag", rank=16), [Cell("additive", 8, 1e-2)], device="cpu", progress=False)
 
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("how", ["error", "interrupt"])
+def test_a_failing_job_or_an_interrupt_ends_the_process_at_once(how, tmp_path):
+    """A worker's error, or SIGINT to the parent, ends the whole process within seconds, not when the other jobs under way
+    finish (here 60 s of sleep); the error names the job that failed."""
+    script = textwrap.dedent(f"""
+        import os, time
+        from binding_nb.utils import in_processes
+        def job(k):
+            open(os.path.join({str(tmp_path)!r}, f"{{k}}.started"), "w").close()
+            if k == 1 and {how!r} == "error": time.sleep(1); raise ValueError("job 1 failed")
+            time.sleep(60)
+        in_processes(job, [(k,) for k in range(4)], 2, "jobs", progress=False, label=lambda job: f"job number {{job[0]}}")
+    """)
+    t0 = time.monotonic()
+    parent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    try:
+        if how == "interrupt":
+            for _ in range(600):
+                if len(list(tmp_path.glob("*.started"))) == 2: break
+                time.sleep(0.1)
+            parent.send_signal(signal.SIGINT)
+        _, err = parent.communicate(timeout=50)
+    finally:
+        parent.kill()
+    assert time.monotonic() - t0 < 45 and parent.returncode != 0
+    started = {p.stem for p in tmp_path.glob("*.started")}
+    assert {"0", "1"} <= started and "3" not in started        # (the pool may hand job 2 to the freed worker before it stops)
+    if how == "error": assert "job 1 failed" in err and "jobs: the job that failed was job number 1" in err
+    else: assert "KeyboardInterrupt" in err
