@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from .inputs import input_kind
 from .models import ModelConfig
-from .scenes import ConceptSpace, CoverageSplit, coverage_split
+from .scenes import ConceptSpace, CoverageSplit, coverage_split, split_sizes
 from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
@@ -50,6 +50,10 @@ class DataConfig:
         if whole_number(self.seed, "seed", low=0) >= 2 ** 32:
             raise ValueError(f"seed must be below 2**32, got {self.seed!r}")
         for name in ("batch_size", "n_val_scenes", "n_test_scenes"): whole_number(getattr(self, name), name, low=1)
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}: a run keeps the weights that "
+                             f"score best on scenes of its validation objects, a share of its train objects (0.1 by "
+                             f"default)")
         whole_number(self.swaps_per_scene, "swaps_per_scene", low=0)
         whole_number(self.n_perturb, "n_perturb", low=0)
         whole_number(self.max_object_positives, "max_object_positives", low=0)
@@ -120,6 +124,11 @@ class RunConfig:
         for part, kind in RUN_PARTS.items():
             if not isinstance(getattr(self, part), kind):
                 raise TypeError(f"a run's {part} must be a {kind.__name__}, got {type(getattr(self, part)).__name__}")
+        n_train, n_val = split_sizes(self.model.space.n_objects, self.data.coverage, self.data.val_fraction)
+        if n_val < 1:
+            raise ValueError(f"coverage={self.data.coverage:g} of the {self.model.space.n_objects} objects leaves "
+                             f"{n_train} train object, and none to validate on (the weights a run keeps are chosen on "
+                             f"validation scenes): raise coverage")
         C, m = self.model.C, self.model.max_objects
         if (assignments := math.factorial(m) ** (C - 1)) > MAX_VALUE_ASSIGNMENTS:
             fits = max(k for k in range(1, m) if math.factorial(k) ** (C - 1) <= MAX_VALUE_ASSIGNMENTS)

@@ -18,10 +18,10 @@ from .utils import make_generator, numpy_or_torch, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['Array', 'as_int_array', 'check_range', 'ConceptSpace', 'scene_sizes', 'check_scenes', 'sample_scenes',
-           'CoverageSplit', 'coverage_split', 'attribute_swap_negatives', 'perturbation_negatives', 'hard_negatives',
-           'ranking_correct', 'membership', 'present_value_mask', 'present_object_mask', 'concept_recognition',
-           'object_recognition', 'object_recognition_among', 'concept_recognition_among', 'consistent_sets',
-           'consistent_object_sets', 'bag_of_concepts_accuracy']
+           'CoverageSplit', 'split_sizes', 'coverage_split', 'attribute_swap_negatives', 'perturbation_negatives',
+           'hard_negatives', 'ranking_correct', 'membership', 'present_value_mask', 'present_object_mask',
+           'concept_recognition', 'object_recognition', 'object_recognition_among', 'concept_recognition_among',
+           'consistent_sets', 'consistent_object_sets', 'bag_of_concepts_accuracy']
 
 # %% ../nbs/00_scenes.ipynb #c99d051c
 Array = np.ndarray | torch.Tensor
@@ -245,6 +245,13 @@ class CoverageSplit:
 # %% ../nbs/00_scenes.ipynb #b802d92c
 def _is_real(x) -> bool: return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
 
+def split_sizes(n_objects: int, coverage: float, val_fraction: float) -> tuple[int, int]:
+    """How many of `n_objects` objects a coverage split puts in train, and how many of those in validation: at least
+    one train object, and at least one validation object where `val_fraction` > 0 and two train objects allow it."""
+    n_train = max(1, round(coverage * n_objects))
+    n_val = min(n_train - 1, round(val_fraction * n_train)) if val_fraction > 0 else 0
+    return n_train, (max(1, n_val) if val_fraction > 0 and n_train >= 2 else n_val)
+
 def coverage_split(space: ConceptSpace,
                    coverage: float,  # fraction of all objects in train, in (0, 1]
                    seed: int = 0,
@@ -257,9 +264,7 @@ def coverage_split(space: ConceptSpace,
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction!r}")
     coverage, val_fraction, seed = float(coverage), float(val_fraction), whole_number(seed, "seed", low=0)
     n = space.n_objects
-    n_train = max(1, round(coverage * n))
-    n_val = min(n_train - 1, round(val_fraction * n_train)) if val_fraction > 0 else 0
-    if val_fraction > 0 and n_train >= 2: n_val = max(1, n_val)
+    n_train, n_val = split_sizes(n, coverage, val_fraction)
     perm = np.random.default_rng(seed).permutation(n)
     train, heldout = perm[:n_train], perm[n_train:]
     return CoverageSplit(train=np.sort(train), fit=np.sort(train[n_val:]), val=np.sort(train[:n_val]),
