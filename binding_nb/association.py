@@ -60,7 +60,9 @@ def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5
     bind = x > binds
     names = ["r", "r_low", "r_high", "r_low_spread", "r_high_spread", "spearman", "p_permutation", "r_binders"]
     out = dict.fromkeys(names, float("nan")) | dict(n_models=n, n_binders=int(bind.sum()))
-    if n < 3 or x.std() == 0 or y.std() == 0: return out
+    # fewer than 3 models, or a column constant up to rounding (0.1 + 0.2 against 0.3): no r, so no rank or
+    # permutation statistic read from rounding noise either
+    if n < 3 or not np.isfinite(pearson(x, y)): return out
     ends = np.array([_interval(x, y, n_boot, seed + s) for s in range(spread_seeds)])   # the first seed's is reported
     r_of = lambda a, axis=-1: pearson(np.moveaxis(a, axis, -1), y)                       # x's order against y's
     p = stats.permutation_test((x,), r_of, permutation_type="pairings", vectorized=True, n_resamples=n_boot,
@@ -86,6 +88,10 @@ def cluster_interval(x, y, groups, n_boot: int = 10_000, seed: int = 0) -> tuple
     """The 95% percentile interval of r over `n_boot` cluster-bootstrap resamples of the models in `groups`
     (resamples without an r skipped)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(labels := pd.unique(np.asarray(groups))) < 2:
+        raise ValueError(f"a cluster interval resamples groups, and all {len(x)} models are of one group "
+                         f"({str(labels[0]) if len(labels) else 'none'!r}): with one cluster it is the plain bootstrap "
+                         f"interval, which `association` gives as r_low and r_high")
     rb = pearson(x, y, cluster_counts(groups, whole_number(n_boot, "n_boot", low=1), seed))
     if np.isnan(rb).all(): return float("nan"), float("nan")
     return tuple(float(q) for q in np.nanpercentile(rb, [2.5, 97.5]))

@@ -5,6 +5,7 @@
 # %% ../nbs/06b_fig9.ipynb #1473c8a5
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -69,12 +70,20 @@ FIG9_SHORT = {"ours": "ours", "in_batch": "ours, scored in-batch", "paper": "the
 def fig9_statistics(points: dict[str, pd.DataFrame], form: str = "global_product", n_boot: int = 10_000,
                     seed: int = 0) -> pd.DataFrame:
     """Per protocol of `points` (`form_vs_generalisation`'s, keyed as `FIG9_PROTOCOLS`): `clustered_association` of
-    the model's own and the form's held-out object recognition over its models, the architectures as clusters."""
+    the model's own and the form's held-out object recognition over its models, the architectures as clusters. Models
+    of one architecture have no cluster interval: its columns are left empty, with a warning."""
     rows = []
     for p, pts in points.items():
         x, y = FIG9_PROTOCOLS[p]
-        d = pts[pts.form == form]
-        rows.append(dict(protocol=p, form=form, **clustered_association(d[x], d[y], d.architecture, n_boot, seed)))
+        d = pts[(pts.form == form) & np.isfinite(pts[x]) & np.isfinite(pts[y])]
+        if d.architecture.nunique() >= 2:
+            rows.append(dict(protocol=p, form=form, **clustered_association(d[x], d[y], d.architecture, n_boot, seed)))
+            continue
+        warnings.warn(f"Fig. 9 under {FIG9_NAMES[p]}: the {len(d)} models are of {d.architecture.nunique()} "
+                      f"architecture(s), so r has no cluster interval (left empty); the plain interval stands alone",
+                      stacklevel=2)
+        rows.append(dict(protocol=p, form=form, **association(d[x], d[y], n_boot, seed),
+                         n_groups=d.architecture.nunique(), r_low_cluster=np.nan, r_high_cluster=np.nan))
     return pd.DataFrame(rows)
 
 def seed_spread(points: pd.DataFrame, protocol: str = "ours", form: str = "global_product") -> pd.DataFrame:

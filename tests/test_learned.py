@@ -238,3 +238,16 @@ def test_the_fig9_page_checks_its_parameters(tmp_path, params, message):
     assert message in str(e.value), str(e.value)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds no fig9_points.csv"): run_parameter_check(fig9, study_dir=str(tmp_path / "empty"))
+
+
+def test_fig9_statistics_of_one_architecture_say_there_is_no_cluster_interval():
+    "Models of one architecture: the cluster interval is left empty with a warning, not filled with the plain bootstrap's."
+    from binding_nb.fig9 import fig9_statistics
+    rng = np.random.default_rng(0)
+    own = rng.uniform(0, 1, 12)
+    pts = pd.DataFrame(dict(form="global_product", architecture="transformer", model_object_acc=own, object_acc=own + rng.normal(0, 0.1, 12)))
+    with pytest.warns(UserWarning, match="of 1 architecture"):
+        t = fig9_statistics({"ours": pts}, n_boot=200).iloc[0]
+    assert np.isnan(t.r_low_cluster) and np.isnan(t.r_high_cluster) and t.r_low < t.r < t.r_high and t.n_groups == 1
+    two = pts.assign(architecture=np.where(np.arange(12) < 6, "transformer", "product-shared"))
+    assert np.isfinite(fig9_statistics({"ours": two}, n_boot=200).iloc[0].r_low_cluster)
