@@ -97,8 +97,10 @@ COMPLEXITY_RESULTS = ResultsTable(
 # %% ../nbs/04_complexity.ipynb #e8a3c5f1
 def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int],
           output_dir: str | Path, probes: Probes | None = None, steps: int = 1000, batch_size: int | None = 4096,
-          eval_every: int = 50, val_fraction: float = 0.1, device="auto", progress: bool = True) -> pd.DataFrame:
-    "Fit and measure every (coverage, seed, cell) not yet in `output_dir/complexity_results.csv`; this sweep's rows."
+          eval_every: int = 50, val_fraction: float = 0.1, device="auto", progress: bool = True,
+          stale: str = "refuse") -> pd.DataFrame:
+    """Fit and measure every (coverage, seed, cell) not yet in `output_dir/complexity_results.csv`; this sweep's rows.
+    `stale`: `fit_sweep`'s, where the table holds `run` fitted to other embeddings."""
     plan = plan_sweep(table, run, cells, coverages, seeds, COMPLEXITY_RESULTS, output_dir, steps, batch_size,
                       eval_every, val_fraction)
     probes = (probes if probes is not None
@@ -112,7 +114,7 @@ def sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Sequenc
         acc = probes.accuracy(predict(table.values[rows]), table.values[rows])
         return {"concept_acc": acc["concept"], "object_acc": acc["object"]}
     rows = fit_sweep(plan, probes, fingerprint(table.emb, table.values, length=12), key, device, progress,
-                     desc=f"complexity sweep: {run}", watch=watch)
+                     desc=f"complexity sweep: {run}", watch=watch, stale=stale)
     return rows.sort_values(["family", "coverage", "seed", "capacity", "lr", "init",
                              "init_mean"]).reset_index(drop=True)
 

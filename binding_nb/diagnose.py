@@ -30,7 +30,8 @@ from .complexity import plot_complexity, summarize_complexity, sweep
 from .datasets.core import concept_phrases, object_phrases
 from .encoders import _builtin_hf, _encoder_name, check_weights, load_encoder
 from .geometry import geometry_report, scene_table
-from .reports import Stage, leaderboard, markdown_table, read_json, write_leaderboard, write_report
+from .reports import (Stage, leaderboard, markdown_table, read_json, report_slug, write_leaderboard,
+                                write_report)
 from .runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_reason, first_sentence
 from .scenes import (bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask,
                                present_value_mask)
@@ -113,8 +114,8 @@ class Diagnosis:
     def safe_name(self) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name).strip("_")
     @property
     def slug(self) -> str:
-        "The report folder's name: the name made safe and a short hash of the whole name, so no two encoders share one."
-        return f"{self.safe_name[:64]}_{fingerprint(self.name, length=8)}"
+        "The report folder's name (`report_slug`): the name made safe and a short hash of it, so no two share one."
+        return report_slug(self.name)
     @property
     def old_slug(self) -> str: return self.safe_name[:80]          # the folder's name before it carried the hash
     def run(self, dataset: str) -> RunSpec:
@@ -213,8 +214,9 @@ def complexity_stage(ws: Workspace, dataset: str, out: Path) -> tuple[dict, dict
     `sweep`, resumed cell by cell)."""
     b, run = ws.diag.budget, ws.diag.run(dataset)
     table = scene_table(ws.embeddings(dataset), ws.data(dataset), n_objects=2, name=run.name)
+    # the stage runs again when its key changed: fits of the weights before (replaced under the same name) are stale
     rows = sweep(table, run.name, list(b.cells), list(b.coverages), [0], out, steps=b.steps, eval_every=b.eval_every,
-                 device=ws.device, progress=ws.progress)
+                 device=ws.device, progress=ws.progress, stale="set aside")
     summary = summarize_complexity(rows)
     fig = plot_complexity(summary, out); plt.close(fig)
     # the coverage nearest one half

@@ -9,6 +9,7 @@ import base64
 import html
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -17,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from .paper import COMPLEXITY_NUMBERS, GEOMETRY_NUMBERS, complexity_ours, geometry_ours
-from .utils import atomic_file, writable_folder
+from .utils import atomic_file, fingerprint, writable_folder
 
 # %% auto #0
 __all__ = ['read_json', 'Stage', 'verdict', 'markdown_table', 'html_page', 'markdown_page', 'headline', 'report_blocks',
-           'write_report', 'leaderboard', 'write_leaderboard']
+           'write_report', 'leaderboard', 'report_slug', 'one_report_per_folder', 'write_leaderboard']
 
 # %% ../nbs/08a_reports.ipynb #04513324
 def read_json(path: Path) -> dict:
@@ -223,7 +224,28 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
                              "none named encoder, budget, seconds or report; remove it, or run the diagnosis again")
         rows.append(dict(encoder=s["encoder"], budget=s["budget"], seconds=s["stage_seconds"], **s["headline"],
                          report=str(f.parent)))
-    return pd.DataFrame(rows)
+    return one_report_per_folder(pd.DataFrame(rows))
+
+def report_slug(encoder: str) -> str:
+    "A report folder's name: the encoder's name made safe, and a short hash of the whole name, so no two share one."
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder).strip("_")
+    return f"{safe[:64]}_{fingerprint(encoder, length=8)}"
+
+def one_report_per_folder(board: pd.DataFrame) -> pd.DataFrame:
+    """`board` with one row per encoder and --out folder: where an encoder has reports in two folders side by side (a
+    report folder of an older name left beside its hashed one), the one in the folder of its name (`report_slug`)
+    is kept, and the others are left out with a warning."""
+    if board.empty: return board
+    reports = board.report.map(Path)
+    current = [p.name == report_slug(e) for p, e in zip(reports, board.encoder)]
+    order = board.assign(in_folder=[str(p.parent) for p in reports], is_current=current)
+    order = order.sort_values("is_current", ascending=False, kind="stable")      # the folder of its name first
+    repeat = order.duplicated(["in_folder", "encoder"])
+    kept = order[~repeat].set_index(["in_folder", "encoder"]).report
+    for r in order[repeat].itertuples():
+        warnings.warn(f"{r.report} is another report of {r.encoder} beside {kept[r.in_folder, r.encoder]}: left out "
+                      f"of the leaderboard (remove that folder if it is an old one)", stacklevel=3)
+    return board[~repeat.reindex(board.index)].reset_index(drop=True)
 
 def write_leaderboard(board: pd.DataFrame, out) -> None:
     "leaderboard.csv and leaderboard.md in `out`."

@@ -22,12 +22,13 @@ from .geometry import Probes, SceneTable, r2_score
 from .loop import TrainingDiverged
 from .results import ResultsTable
 from .scenes import ConceptSpace, coverage_split
-from .utils import name_list, number_in, whole_number, writable_folder
+from .utils import name_list, number_in, set_aside, whole_number, writable_folder
 
 # %% auto #0
 __all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'last_over_steps', 'fit_objects', 'regime',
-           'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'refuse_other_data',
-           'SweepPlan', 'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels', 'best_on_test']
+           'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'other_data',
+           'refuse_other_data', 'SweepPlan', 'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels',
+           'best_on_test']
 
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
@@ -301,9 +302,13 @@ def made_settings(keyed: Sequence[tuple[str, dict]]) -> pd.DataFrame:
     return pd.DataFrame([dict(cell=k,
                               **{c: x for c, x in s.items() if c != "form"}) for k, s in keyed]).set_index("cell")
 
+def other_data(results: pd.DataFrame, run: str, data: str) -> pd.Series:
+    "Which rows of `results` are of `run` fitted to other embeddings than `data`."
+    return (results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)
+
 def refuse_other_data(results: pd.DataFrame, run: str, data: str, path: Path) -> None:
     "Refuse to add rows of `run` on embeddings `data` beside rows of `run` fitted to other embeddings."
-    other = results[(results.run.astype(str) == run) & results.data.notna() & (results.data.astype(str) != data)]
+    other = results[other_data(results, run, data)]
     if len(other):
         raise ValueError(f"{path} holds {len(other)} row(s) of run {run!r} fitted to other embeddings or labels (data "
                          f"{', '.join(sorted(set(other.data.astype(str))))}; these are {data}): one run name must name "
@@ -348,13 +353,21 @@ def plan_sweep(table: SceneTable, run: str, cells: Sequence[Cell], coverages: Se
 
 def fit_sweep(plan: SweepPlan, probes: Probes, data: str, key: Callable[[float, int, Cell], str], device="auto",
               progress: bool = True,
-              more: Callable | None = None, desc: str = "sweep", watch: Callable | None = None) -> pd.DataFrame:
+              more: Callable | None = None, desc: str = "sweep", watch: Callable | None = None,
+              stale: str = "refuse") -> pd.DataFrame:
     """Fit and measure every (coverage, seed, cell) of `plan` whose `key` is not yet in its results table, adding each
     row when done; the plan's rows, in the table's order. `data`: the key of the embeddings (one run name, one
-    embedding); `more`, `watch`: `fit_cell`'s."""
+    embedding); `more`, `watch`: `fit_cell`'s; `stale`: what to do where the table holds the run fitted to other
+    embeddings: 'refuse', or 'set aside' the table (kept under another name, with a warning) and fit afresh, for a
+    table the caller owns whose embeddings are known to have changed (a diagnosis whose weights were replaced)."""
+    if stale not in ("refuse", "set aside"): raise ValueError(f"stale must be 'refuse' or 'set aside', got {stale!r}")
     keyed = [(cov, s, c, key(cov, s, c)) for (cov, s) in plan.splits for c in plan.cells]
     made = made_settings([(k, dict(run=plan.run, **c.columns(), coverage=cov, seed=s)) for cov, s, c, k in keyed])
     results = plan.results.read(plan.path, expect=lambda df: settings_mismatch(df, made))   # hand-edited rows set aside
+    if stale == "set aside" and (old := other_data(results, plan.run, data)).any():
+        set_aside(plan.path, f"holds {int(old.sum())} fit(s) of {plan.run!r} on other embeddings than today's",
+                  then=f"fitted {plan.run!r} afresh")
+        results = plan.results.read(plan.path)
     refuse_other_data(results, plan.run, data, plan.path)
     done, refs = set(results.cell.astype(str)), {}
     todo = [(cov, s, c, k) for cov, s, c, k in keyed if k not in done]

@@ -171,3 +171,36 @@ def test_a_failed_stage_exits_1_and_is_named(tmp_path, capsys, monkeypatch):
     assert exit_.value.code == 1 and "1 stage(s) failed" in err and "complexity_text" in err and "a broken stage" in err, err[-2000:]
     stages = {st["name"]: st["status"] for st in summary(tmp_path, MINI)["stages"]}
     assert stages == {"geometry_text": "ok", "complexity_text": "failed"}, stages
+
+
+def test_replaced_weights_run_the_stages_again_into_the_same_folder(tmp_path, monkeypatch):
+    "Weights replaced under the same name (new bytes): the rerun into the same --out fits the new embeddings, setting the old fits aside, instead of exiting 1."
+    import numpy as np
+    import binding_nb.diagnose as D
+    args = ("diagnose", "st:all-MiniLM-L6-v2", "--budget", "small", "--n_pairs", "60", "--out", "r", "--cache-dir", "none", "--quiet")
+    binding_nb_in_process(*args, cwd=tmp_path)
+    before = pd.read_csv(report(tmp_path, MINI) / "complexity_text" / "complexity_results.csv")
+    embed = D.Workspace.embeddings
+    monkeypatch.setattr(D, "weights_digest", lambda w: "the new weights' bytes")                 # what a replaced file's digest does
+    monkeypatch.setattr(D.Workspace, "embeddings", lambda self, ds: embed(self, ds) * np.float32(1.5) + np.float32(0.01))
+    with pytest.warns(UserWarning, match="on other embeddings than today's"):
+        binding_nb_in_process(*args, cwd=tmp_path)
+    stages = {st["name"]: st for st in summary(tmp_path, MINI)["stages"]}
+    assert {s["status"] for s in stages.values()} == {"ok"} and stages["complexity_text"]["reason"] == ""
+    after = pd.read_csv(report(tmp_path, MINI) / "complexity_text" / "complexity_results.csv")
+    assert len(after) == len(before) and set(after.data).isdisjoint(before.data)
+    assert len(list((report(tmp_path, MINI) / "complexity_text").glob("complexity_results.csv.bad-*"))) == 1
+
+
+def test_an_old_name_report_folder_beside_its_hashed_one_is_one_leaderboard_row(reports, tmp_path):
+    "A report folder of the old name (no hash) left beside the hashed one: the leaderboard keeps the hashed one, once, and says so."
+    import shutil
+    from binding_nb.reports import leaderboard
+    root, _ = reports
+    out = tmp_path / "r"; shutil.copytree(root / "r", out)
+    hashed = out / report(root, MINI).name
+    shutil.copytree(hashed, out / "st_all-MiniLM-L6-v2_default")                 # the folder's name before it carried the hash
+    with pytest.warns(UserWarning, match="another report of st:all-MiniLM-L6-v2 .default. beside"):
+        board = leaderboard([out])
+    assert list(board.encoder).count(MINI) == 1 and board[board.encoder == MINI].report.iloc[0] == str(hashed)
+    assert len(board) == len(pd.read_csv(root / "r" / "leaderboard.csv"))
