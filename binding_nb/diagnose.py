@@ -36,7 +36,8 @@ from .runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_re
 from .scenes import (bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask,
                                present_value_mask)
 from .sweeps import Cell, grid
-from .utils import atomic_file, content_digest, fingerprint, resolve_device, save_figure, writable_folder
+from .utils import (atomic_file, content_digest, fingerprint, is_bookkeeping, resolve_device, save_figure,
+                              writable_folder)
 from .weights import WeightsUnavailableError
 
 # %% auto #0
@@ -282,8 +283,10 @@ def _record_digest(rec: dict) -> str:
     return fingerprint(json.dumps({k: v for k, v in rec.items() if k != "digest"}, sort_keys=True))
 
 def _stage_files(folder: Path) -> dict[str, str]:
-    "The `content_digest` of every file a stage wrote into `folder`, by name (its record aside)."
-    return {f.name: content_digest(f) for f in sorted(folder.iterdir()) if f.is_file() and f.name != "stage.json"}
+    """The `content_digest` of every file a stage wrote into `folder`, by name: its results, not its record, its locks,
+    temporaries or copies set aside (`is_bookkeeping`)."""
+    return {f.name: content_digest(f) for f in sorted(folder.iterdir())
+            if f.is_file() and f.name != "stage.json" and not is_bookkeeping(f)}
 
 def _read_stage(folder: Path, key: str) -> dict | None:
     """A finished stage's record in `folder/stage.json` when it was made with `key` and neither it nor any file it

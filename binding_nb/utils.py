@@ -29,11 +29,11 @@ import pandas as pd
 import torch
 
 # %% auto #0
-__all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'writable_folder',
-           'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason', 'fingerprint',
-           'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number', 'plain_scalar',
-           'plain_settings', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
-           'show_table', 'in_processes', 'repo_root', 'repo_path']
+__all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'is_bookkeeping',
+           'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason',
+           'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number',
+           'plain_scalar', 'plain_settings', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure',
+           'show_figure', 'show_table', 'in_processes', 'repo_root', 'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -91,6 +91,12 @@ _SET_ASIDE = re.compile(r"\.bad-\d{8}-\d{6}-[0-9a-f]{8}(\.[^.]*)?$")
 def is_set_aside(path: str | os.PathLike) -> bool:
     "Whether `path` is a copy that `set_aside` kept: a name ending `.bad-<time>-<token><suffix>`."
     return bool(_SET_ASIDE.search(Path(path).name))
+
+def is_bookkeeping(path: str | os.PathLike) -> bool:
+    """Whether `path` is a file the code writes for itself, never a result: a lock (`*.lock`), a temporary of
+    `atomic_file` (`.<name>.<token>.tmp`, left by a kill mid-write) or a copy `set_aside` kept."""
+    name = Path(path).name
+    return name.endswith(".lock") or (name.startswith(".") and name.endswith(".tmp")) or is_set_aside(name)
 
 # %% ../nbs/utils.ipynb #75ece652
 def writable_folder(folder: str | os.PathLike | None, what: str, advice: str) -> Path:

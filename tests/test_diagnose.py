@@ -204,3 +204,12 @@ def test_an_old_name_report_folder_beside_its_hashed_one_is_one_leaderboard_row(
         board = leaderboard([out])
     assert list(board.encoder).count(MINI) == 1 and board[board.encoder == MINI].report.iloc[0] == str(hashed)
     assert len(board) == len(pd.read_csv(root / "r" / "leaderboard.csv"))
+
+
+def test_a_stage_records_its_results_not_its_locks_or_temporaries(tmp_path):
+    "The files a stage's record lists (and so whose change runs it again) are its results: not a lock, a temporary left by a kill, or a copy set aside."
+    from binding_nb.diagnose import _stage_files
+    for name in ("complexity_results.csv", "fig.png", "complexity_results.csv.lock", ".complexity_results.csv.x1y2.tmp",
+                 "complexity_results.csv.bad-20261206-120000-0123abcd.csv", "stage.json"):
+        (tmp_path / name).write_text(name)
+    assert sorted(_stage_files(tmp_path)) == ["complexity_results.csv", "fig.png"]
