@@ -5,6 +5,7 @@
 # %% ../nbs/utils.ipynb #746a1ec7
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import hashlib
@@ -32,8 +33,9 @@ import torch
 __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'is_bookkeeping',
            'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason',
            'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number',
-           'plain_scalar', 'plain_settings', 'number_in', 'parse_list', 'name_list', 'parse_flag', 'save_figure',
-           'show_figure', 'show_table', 'in_processes', 'repo_root', 'repo_path']
+           'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv', 'read_csv_named', 'parse_list',
+           'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table', 'in_processes', 'repo_root',
+           'repo_path']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -298,6 +300,33 @@ def number_in(x, what: str, low: float | None = None, high: float | None = None,
         hi = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
         raise ValueError(f"{what} must be in {lo}, {hi}, got {x!r}")
     return float(x)
+
+# %% ../nbs/utils.ipynb #636bcbbb
+def arg_type(check: Callable, *args, **kwargs) -> Callable[[str], object]:
+    """An `argparse` type from a checker called as `check(value, what, *args, **kwargs)` (`whole_number`, `number_in`):
+    the text as a number, checked; argparse refuses anything else in one line, with the checker's sentence."""
+    def parse(text: str):
+        try: value = int(text) if re.fullmatch(r"\s*[+-]?\d+\s*", text) else float(text)
+        except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try: return check(value, "it", *args, **kwargs)
+        except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = check.__name__
+    return parse
+
+def out_csv(parser: argparse.ArgumentParser, path: str, flag: str = "--out") -> Path:
+    "The CSV file `path` a script writes, once its folder can be written to; else `parser` refuses it in one line."
+    out = Path(path)
+    if out.is_dir(): parser.error(f"{flag} {out} is a folder: name the CSV file to write, e.g. {out / 'results.csv'}")
+    try: writable_folder(out.parent, f"{flag}'s folder", "pass a file in a folder you can write to")
+    except (OSError, ValueError) as e: parser.error(str(e))
+    return out
+
+def read_csv_named(path: str | os.PathLike, advice: str = "move it away, or pass another file") -> pd.DataFrame:
+    "The CSV table at `path`; a file that cannot be read as one (empty, binary, cut, not a table) raises a `ValueError` naming it."
+    try: return pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, IsADirectoryError) as e:
+        raise ValueError(f"{path} cannot be read as a CSV table ({type(e).__name__}: {str(e).splitlines()[0][:120]}): "
+                         f"{advice}") from None
 
 # %% ../nbs/utils.ipynb #4d14ac86
 def _list_example(name: str, value: str) -> str:

@@ -81,19 +81,35 @@ def als(probe, X, Y, sweeps=50, lam=1e-4, Xv=None, Yv=None, log=True):
             print(f"sweep {s+1}: train {tr:.4f} val {va:.4f}", flush=True)
     return probe
 
+def parse(argv: list[str] | None = None):
+    "The command line (the docstring's), checked before anything is fitted."
+    import argparse
+    from binding_nb.approximators import FORMS
+    from binding_nb.utils import arg_type, number_in, whole_number
+    count = lambda low=1: arg_type(whole_number, low=low)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("form", choices=list(FORMS)); p.add_argument("rank", type=count()); p.add_argument("probe_rank", type=count())
+    p.add_argument("scenes", type=count(2)); p.add_argument("dim", type=count())
+    p.add_argument("sweeps", type=count(), nargs="?", default=40); p.add_argument("starts", type=count(), nargs="?", default=1)
+    p.add_argument("ridge", type=arg_type(number_in, low=0), nargs="?", default=1e-6)
+    a = p.parse_args(argv)
+    if a.scenes > 810_000: p.error(f"scenes must be at most the 810,000 ordered pairs of the 30 x 30 space, got {a.scenes}")
+    return a
+
+
 if __name__ == "__main__":
-    form, rank, prank, nsc, dim = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    sweeps = int(sys.argv[6]) if len(sys.argv) > 6 else 40
+    a = parse()
+    form, rank, prank, nsc, dim, sweeps = a.form, a.rank, a.probe_rank, a.scenes, a.dim, a.sweeps
     space = ConceptSpace([30, 30]); pairs = all_pairs(space); pairs = pairs[(pairs[..., 0] >= 0).all(1)]
     scenes = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), nsc, replace=False))]
     t = scene_table(form_embeddings(space, scenes, form, rank, dim, seed=1), (scenes, space))
     sp = holdout_split(t, 0.5, seed=1)
     print(len(sp.train), len(sp.val), len(sp.test))
-    for start in range(int(sys.argv[7]) if len(sys.argv) > 7 else 1):
+    for start in range(a.starts):
         torch.manual_seed(start)
         probe = FormProbe(space.values_per_concept, 2, dim, prank, family(form).form, 0.3, 0.0).double()
         t0 = time.time()
-        als(probe, t.values[sp.train], t.emb[sp.train], sweeps, float(sys.argv[8]) if len(sys.argv) > 8 else 1e-6, t.values[sp.val], t.emb[sp.val])
+        als(probe, t.values[sp.train], t.emb[sp.train], sweeps, a.ridge, t.values[sp.val], t.emb[sp.val])
         probe = probe.float()
         with torch.no_grad(): te = r2_score(t.emb[sp.test], probe(torch.as_tensor(t.values[sp.test])).numpy())
         print(f"start {start}: test r2 {te:.4f}  {time.time()-t0:.1f}s", flush=True)

@@ -19,6 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from binding_nb.utils import arg_type, atomic_file, number_in, out_csv, read_csv_named, whole_number
+from binding_nb.approximators import FORMS
+
 COLUMNS = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start", "n_train", "n_test", "train_r2", "val_r2", "test_r2",
            "test_object_acc", "ceiling_object_acc", "bag_of_concepts_acc", "best_step", "wall_s"]
 KEY = ["form", "rank", "dim", "scenes", "steps", "lr", "probe_rank", "start"]
@@ -55,21 +58,22 @@ def run(job: tuple) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/complexity/form_recovery.csv")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--forms", nargs="+", default=["additive", "per_object_product", "global_product"])
-    p.add_argument("--ranks", nargs="+", type=int, default=[8, 16, 32, 64])
-    p.add_argument("--dims", nargs="+", type=int, default=[64, 128], help="embedding dimensions of the encoders")
-    p.add_argument("--scenes", nargs="+", type=int, default=[20_000], help="scenes sampled (the global product also at 100,000)")
-    p.add_argument("--steps", type=int, default=1500, help="Adam steps on the full batch")
-    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
-    p.add_argument("--probe_ranks", nargs="+", type=int, default=None, help="the probe's ranks (default: the encoder's own)")
-    p.add_argument("--starts", nargs="+", type=int, default=[0], help="seeds of the probe's initial tables")
+    p.add_argument("--workers", type=arg_type(whole_number, low=1), default=2)
+    p.add_argument("--forms", nargs="+", default=["additive", "per_object_product", "global_product"], choices=list(FORMS))
+    p.add_argument("--ranks", nargs="+", type=arg_type(whole_number, low=1), default=[8, 16, 32, 64])
+    p.add_argument("--dims", nargs="+", type=arg_type(whole_number, low=1), default=[64, 128], help="embedding dimensions of the encoders")
+    p.add_argument("--scenes", nargs="+", type=arg_type(whole_number, low=2), default=[20_000], help="scenes sampled (the global product also at 100,000)")
+    p.add_argument("--steps", type=arg_type(whole_number, low=1), default=1500, help="Adam steps on the full batch")
+    p.add_argument("--lr", type=arg_type(number_in, low=0, low_open=True), default=1e-2, help="Adam learning rate")
+    p.add_argument("--probe_ranks", nargs="+", type=arg_type(whole_number, low=1), default=None, help="the probe's ranks (default: the encoder's own)")
+    p.add_argument("--starts", nargs="+", type=arg_type(whole_number, low=0), default=[0], help="seeds of the probe's initial tables")
     p.add_argument("--recognition", action="store_true", help="also run again the rows measured before held-out recognition was recorded")
-    p.add_argument("--max_steps", type=int, default=None, help="cap the steps (a quick check)")
+    p.add_argument("--max_steps", type=arg_type(whole_number, low=1), default=None, help="cap the steps (a quick check)")
     a = p.parse_args()
     steps = a.steps if a.max_steps is None else min(a.steps, a.max_steps)
-    out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    out = out_csv(p, a.out)
+    try: rows = read_csv_named(out) if out.exists() else pd.DataFrame(columns=COLUMNS)
+    except ValueError as e: p.error(str(e))
     earlier = {"lr": 1e-2, "probe_rank": rows["rank"], "start": 0}      # rows from before these columns: learning rate 0.01, own rank, start 0
     rows = rows.assign(**{c: rows[c].fillna(v) if c in rows else v for c, v in earlier.items()}).reindex(columns=COLUMNS).to_dict("records")
     key = lambda r: tuple(r[k] for k in KEY)
@@ -81,7 +85,8 @@ def main() -> None:
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
             rows = [r for r in rows if key(r) != key(row)] + [row]          # a row measured again replaces the earlier one
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY).to_csv(out, index=False)
+            with atomic_file(out) as f:          # written whole: a kill mid-write cuts no row
+                pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY).to_csv(f, index=False)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
 

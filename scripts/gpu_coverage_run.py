@@ -30,7 +30,7 @@ from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.train import setup_run, train_run
 from binding_nb.config import GPU_SCALE, run_config, RunConfig, with_recipe
-from binding_nb.utils import resolve_device
+from binding_nb.utils import arg_type, number_in, resolve_device, writable_folder
 
 TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
 TINY_PIXELS = dict(image_size=16, square=6)      # 16 patch tokens: a rehearsal's pixel run fits its few seconds
@@ -124,16 +124,16 @@ def main(argv: list[str] | None = None, clock=time.perf_counter) -> None:
     test can pass one that the machine's speed cannot move."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for the CSV, the JSON and the figure (created)")
-    p.add_argument("--budget", type=float, default=510.0, help="seconds for the whole script, measurement included")
+    p.add_argument("--budget", type=arg_type(number_in, low=0, low_open=True), default=510.0, help="seconds for the whole script, measurement included")
     p.add_argument("--device", default="auto")
-    p.add_argument("--coverages", type=float, nargs="+", default=[0.9, 0.5, 0.7, 0.3, 0.1], help="(c), in priority order")
+    p.add_argument("--coverages", type=arg_type(number_in, low=0, high=1, low_open=True), nargs="+", default=[0.9, 0.5, 0.7, 0.3, 0.1], help="(c), in priority order")
     p.add_argument("--c-recipe", default="authors", choices=["ours", "authors"])
-    p.add_argument("--measure-seconds", type=float, default=4.0)
+    p.add_argument("--measure-seconds", type=arg_type(number_in, low=0, low_open=True), default=4.0)
     p.add_argument("--tiny", action="store_true", help="shrink every run, for a rehearsal on a CPU")
     args = p.parse_args(argv)
     start = clock()
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
-    dev = resolve_device(args.device)
+    try: out, dev = writable_folder(args.out, "--out", "pass a folder for the results"), resolve_device(args.device)
+    except (OSError, ValueError, RuntimeError) as e: p.error(str(e))
     if dev.type == "cpu": torch.set_num_threads(1)
     runs = planned_runs(args)
     rates, waits = {}, {}                       # steps/s per architecture and recipe, and what waited for the device

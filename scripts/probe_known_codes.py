@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from binding_nb.utils import arg_type, atomic_file, number_in, out_csv, read_csv_named, whole_number
+
 CODES = {   # name: (rank of the code, mean of v, spread of v)
     "zero-mean v, rank 8": (8, 0.0, 1.0),
     "zero-mean v, rank 32": (32, 0.0, 1.0),
@@ -74,14 +76,15 @@ def run(job: tuple) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/learned/known_codes.csv")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--V", type=int, default=30)
-    p.add_argument("--n_scenes", type=int, default=20_000)
+    p.add_argument("--workers", type=arg_type(whole_number, low=1), default=2)
+    p.add_argument("--V", type=arg_type(whole_number, low=2), default=30)
+    p.add_argument("--n_scenes", type=arg_type(whole_number, low=2), default=20_000)
     p.add_argument("--codes", nargs="+", default=list(CODES), choices=list(CODES), help="the codes to probe (default: all)")
-    p.add_argument("--max_steps", type=int, default=None, help="cap every probe's steps (a quick check)")
+    p.add_argument("--max_steps", type=arg_type(whole_number, low=1), default=None, help="cap every probe's steps (a quick check)")
     a = p.parse_args()
-    out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
+    out = out_csv(p, a.out)
+    try: rows = read_csv_named(out).to_dict("records") if out.exists() else []
+    except ValueError as e: p.error(str(e))
     done = {(r["code"], r["family"], r["capacity"], r["steps"], r.get("init_mean", float("nan"))) for r in rows}
     cap_steps = lambda s: s if a.max_steps is None else min(s, a.max_steps)
     jobs = list(dict.fromkeys((c, f, cap, cap_steps(s), mean, a.V, a.n_scenes) for c in a.codes for f, cap, s, mean in PROBES
@@ -89,7 +92,8 @@ def main() -> None:
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, jobs):
             rows.append(row)
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(["code", "family", "capacity", "steps", "init_mean"]).to_csv(out, index=False)
+            with atomic_file(out) as f:          # written whole: a kill mid-write cuts no row
+                pd.DataFrame(rows, columns=COLUMNS).sort_values(["code", "family", "capacity", "steps", "init_mean"]).to_csv(f, index=False)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
 

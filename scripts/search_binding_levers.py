@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from binding_nb.utils import arg_type, atomic_file, number_in, out_csv, read_csv_named, whole_number
+
 BASE = dict(steps=1500, batch_size=128, n_test_scenes=512, device="cpu")
 MAIN = {"C=2, V=50, coverage 0.5": dict(C=2, V=50, coverage=0.5)}
 LARGE = {"C=2, V=200, coverage 0.3": dict(C=2, V=200, coverage=0.3), "C=3, V=20, coverage 0.3": dict(C=3, V=20, coverage=0.3)}
@@ -65,11 +67,12 @@ def run(job: tuple[str, str, int]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/plateau/binding_levers.csv")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--only", nargs="+", default=None, help="names of configurations to run (default: all)")
+    p.add_argument("--workers", type=arg_type(whole_number, low=1), default=2)
+    p.add_argument("--only", nargs="+", default=None, choices=list(LEVERS), help="names of configurations to run (default: all)")
     a = p.parse_args()
-    out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
+    out = out_csv(p, a.out)
+    try: rows = read_csv_named(out).to_dict("records") if out.exists() else []
+    except ValueError as e: p.error(str(e))
     done = {(r["configuration"], r["space"], r["seed"]) for r in rows}
     jobs = [(n, s, seed) for s in MAIN | LARGE for seed in SEEDS for n in (a.only or LEVERS)   # the main space first
             if s in LEVERS[n][1] and (n, s, seed) not in done]
@@ -78,8 +81,9 @@ def main() -> None:
         for row in pool.imap_unordered(run, jobs):
             rows.append(row)
             order = {n: i for i, n in enumerate(LEVERS)}
-            pd.DataFrame(rows, columns=COLUMNS).sort_values(["space", "configuration", "seed"], key=lambda c: c.map(order) if c.name == "configuration" else c) \
-                .to_csv(out, index=False)
+            with atomic_file(out) as f:          # written whole: a kill mid-write cuts no row
+                pd.DataFrame(rows, columns=COLUMNS).sort_values(["space", "configuration", "seed"],
+                                                                key=lambda c: c.map(order) if c.name == "configuration" else c).to_csv(f, index=False)
             print(json.dumps(row), flush=True)
     print(json.dumps(dict(runs=len(jobs), wall_min=round((time.perf_counter() - t0) / 60, 1), base=BASE)))
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from binding_nb.utils import arg_type, atomic_file, number_in, out_csv, read_csv_named, whole_number
+
 BASE = dict(C=2, V=50, coverage=0.9, steps=1500, batch_size=128, device="cpu")
 SEARCH = {
     "defaults": {},
@@ -49,17 +51,17 @@ def run(name: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/plateau/cpu_search.csv")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--only", nargs="+", default=None, help="names of configurations to run (default: all)")
+    p.add_argument("--workers", type=arg_type(whole_number, low=1), default=2)
+    p.add_argument("--only", nargs="+", default=None, choices=list(SEARCH), help="names of configurations to run (default: all)")
     a = p.parse_args()
     names = a.only or list(SEARCH)
-    out, rows, t0 = Path(a.out), [], time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out, rows, t0 = out_csv(p, a.out), [], time.perf_counter()
     with mp.get_context("spawn").Pool(a.workers) as pool:
         for row in pool.imap_unordered(run, names):
             rows.append(row)
-            pd.DataFrame(rows).set_index("configuration").loc[[n for n in names if n in {r["configuration"] for r in rows}]] \
-                .reset_index().to_csv(out, index=False)
+            with atomic_file(out) as f:          # written whole: a kill mid-write cuts no row
+                pd.DataFrame(rows).set_index("configuration").loc[[n for n in names if n in {r["configuration"] for r in rows}]] \
+                    .reset_index().to_csv(f, index=False)
             print(json.dumps(row), flush=True)
     print(json.dumps(dict(configurations=len(rows), wall_min=round((time.perf_counter() - t0) / 60, 1), base=BASE)))
 
