@@ -470,8 +470,7 @@ def diagnose_cli(
 def leaderboard_cli(paths: Param("report folders or summary.json files", str, nargs="+", opt=False),
                     out: Param("where to write leaderboard.csv and leaderboard.md", str) = "."):
     "Rebuild a leaderboard from the summary.json of any reports, made here or elsewhere."
-    with refused("leaderboard"): board = leaderboard(paths)
-    write_leaderboard(board, out)
+    with refused("leaderboard"): board = leaderboard(paths); write_leaderboard(board, out)
     print(markdown_table(board.drop(columns="report")))
 
 COMMANDS = {"diagnose": diagnose_cli, "leaderboard": leaderboard_cli}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -204,6 +205,7 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
     """One row per report (a summary.json, or a folder searched for them): the encoder, its budget and wall time, and
     its headline numbers."""
     files = []
+    if isinstance(paths, (str, os.PathLike)): paths = [paths]          # one folder or file, not its letters
     for p in map(Path, paths):
         if p.is_file(): files.append(p)
         elif p.is_dir(): files += sorted(p.rglob("summary.json"))
@@ -222,6 +224,11 @@ def leaderboard(paths: Sequence) -> pd.DataFrame:
         if not isinstance(s["headline"], dict) or set(s["headline"]) & {"encoder", "budget", "seconds", "report"}:
             raise ValueError(f"{f} is not a summary of binding_nb diagnose: its headline must map measures to numbers, "
                              "none named encoder, budget, seconds or report; remove it, or run the diagnosis again")
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not (isinstance(s["encoder"], str) and isinstance(s["budget"], str) and number(s["stage_seconds"])
+                and all(number(v) or v is None for v in s["headline"].values())):
+            raise ValueError(f"{f} is not a summary of binding_nb diagnose: its encoder and budget must be text, its "
+                             "stage_seconds and headline numbers; remove it, or run the diagnosis again")
         rows.append(dict(encoder=s["encoder"], budget=s["budget"], seconds=s["stage_seconds"], **s["headline"],
                          report=str(f.parent)))
     return one_report_per_folder(pd.DataFrame(rows))

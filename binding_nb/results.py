@@ -120,7 +120,10 @@ class ResultsTable:
         columns = list(self.columns)
         if not path.exists(): return pd.DataFrame(columns=columns)
         with open(path, newline="", encoding="utf-8", errors="replace") as f: content = f.read()
-        lines = list(csv.reader(io.StringIO(content)))
+        try: lines = list(csv.reader(io.StringIO(content)))
+        except csv.Error as e:            # a stray carriage return, a NUL byte: not a CSV file at all
+            raise ValueError(f"{path} is not a binding_nb results table: it cannot be read as CSV ({e}); it was left "
+                             f"untouched: move it away or choose another output_dir") from None
         header = lines[0] if lines else []
         if not (set(self.keys) <= set(header) or (header and ",".join(columns).startswith(",".join(header)))):
             raise ValueError(f"{path} is not a binding_nb results table (its header is {','.join(header)[:80]!r}); "

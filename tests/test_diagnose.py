@@ -213,3 +213,14 @@ def test_a_stage_records_its_results_not_its_locks_or_temporaries(tmp_path):
                  "complexity_results.csv.bad-20261206-120000-0123abcd.csv", "stage.json"):
         (tmp_path / name).write_text(name)
     assert sorted(_stage_files(tmp_path)) == ["complexity_results.csv", "fig.png"]
+
+
+def test_leaderboard_refuses_a_summary_of_the_wrong_types_and_takes_one_path(reports, tmp_path):
+    "A summary whose encoder is not text or whose headline holds text is refused naming its file; one folder given as a string is one folder."
+    from binding_nb.reports import leaderboard
+    root, _ = reports
+    for bad in (dict(encoder=5), dict(headline={"a": "high"}), dict(stage_seconds="fast")):
+        s = {**summary(root, MINI), **bad}
+        (tmp_path / "x").mkdir(exist_ok=True); (tmp_path / "x" / "summary.json").write_text(json.dumps(s))
+        with pytest.raises(ValueError, match="x/summary.json is not a summary of binding_nb diagnose"): leaderboard([tmp_path / "x"])
+    assert len(leaderboard(str(root / "r"))) == len(leaderboard([root / "r"]))

@@ -238,6 +238,10 @@ def test_the_fig9_page_checks_its_parameters(tmp_path, params, message):
     assert message in str(e.value), str(e.value)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds no fig9_points.csv"): run_parameter_check(fig9, study_dir=str(tmp_path / "empty"))
+    (tmp_path / "empty" / "fig9_points.csv").write_text("")                                   # a points file cut to nothing
+    with pytest.raises(ValueError, match="fig9_points.csv cannot be read as a CSV table"): run_parameter_check(fig9, study_dir=str(tmp_path / "empty"))
+    (tmp_path / "empty" / "fig9_points.csv").write_text("a,b\n1,2\n")                          # a table of something else
+    with pytest.raises(ValueError, match="lacks the columns"): run_parameter_check(fig9, study_dir=str(tmp_path / "empty"))
 
 
 def test_fig9_statistics_of_one_architecture_say_there_is_no_cluster_interval():
