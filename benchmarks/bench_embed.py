@@ -22,6 +22,8 @@ import argparse, dataclasses, json, os, time
 import numpy as np
 import torch
 
+from binding_nb.utils import arg_type, resolve_device, whole_number
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from binding_nb.cache import embed
@@ -31,17 +33,19 @@ from binding_nb.encoders import load_encoder
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=600, help="number of CLEVR-2D images (subset for quick runs)")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--n", type=arg_type(whole_number, low=1), default=600, help="number of CLEVR-2D images (subset for quick runs)")
+    p.add_argument("--batch", type=arg_type(whole_number, low=1), default=32)
     p.add_argument("--device", default="auto")
-    p.add_argument("--repeats", type=int, default=2, help="alternating bare/pipeline rounds; best and median are reported")
+    p.add_argument("--repeats", type=arg_type(whole_number, low=1), default=2, help="alternating bare/pipeline rounds; best and median are reported")
     p.add_argument("--arch", default="ViT-B-32")
-    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--threads", type=arg_type(whole_number, low=0), default=0, help="torch intra-op threads (0: torch's default)")
     a = p.parse_args()
+    try: resolve_device(a.device)
+    except (ValueError, RuntimeError) as e: p.error(str(e))
     if a.threads: torch.set_num_threads(a.threads)
 
     ds = clevr2d()
-    if not 1 <= a.n <= len(ds): raise SystemExit(f"--n must be in 1..{len(ds)}")
+    if not 1 <= a.n <= len(ds): p.error(f"--n must be in 1..{len(ds)}, got {a.n}")
     ds = ds.subset(np.arange(a.n))
     enc = load_encoder(f"openclip:{a.arch}", pretrained=None, modality="image", device=a.device)
     load_before = os.getloadavg()

@@ -17,12 +17,15 @@ from binding_nb.geometry import fit_probes, geometry_report, probe_split, scene_
 from binding_nb.geometry.report import SECTIONS
 from binding_nb.toys import toy_embeddings
 from binding_nb.scenes import object_recognition
+from binding_nb.utils import arg_type, resolve_device, whole_number
 
 p = argparse.ArgumentParser()
-p.add_argument("--threads", type=int, default=1, help="torch CPU threads (two stall on a busy 2-core machine)")
+p.add_argument("--threads", type=arg_type(whole_number, low=1), default=1, help="torch CPU threads (two stall on a busy 2-core machine)")
 p.add_argument("--device", default="cpu")
 p.add_argument("--skip-large", action="store_true", help="only the 600-scene case")
 args = p.parse_args()
+try: resolve_device(args.device)
+except (ValueError, RuntimeError) as e: p.error(str(e))
 torch.set_num_threads(args.threads)
 captions = text_captions()
 cases = [("clevr2d: 600 scenes, d 512", clevr_space(), all_pairs(clevr_space()), 512)]

@@ -16,7 +16,7 @@ from binding_nb.models import batch_loss
 from binding_nb.pixels import LEVELS, SquareRenderer
 from binding_nb.config import run_config, RunConfig
 from binding_nb.train import setup_run
-from binding_nb.utils import resolve_device
+from binding_nb.utils import arg_type, number_in, resolve_device, whole_number
 
 
 def sync(dev: torch.device) -> None:
@@ -48,9 +48,9 @@ def steps_per_second(cfg: RunConfig, seconds: float) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="auto"); p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--seconds", type=float, default=10.0); p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--V", type=int, default=50, help="palette size for the rendering benchmark")
+    p.add_argument("--device", default="auto"); p.add_argument("--threads", type=arg_type(whole_number, low=0), default=1)
+    p.add_argument("--seconds", type=arg_type(number_in, low=0, low_open=True), default=10.0); p.add_argument("--n", type=arg_type(whole_number, low=1), default=4096)
+    p.add_argument("--V", type=arg_type(whole_number, low=2), default=50, help="palette size for the rendering benchmark")
     args = p.parse_args()
     dev = resolve_device(args.device)
     if args.threads: torch.set_num_threads(args.threads)

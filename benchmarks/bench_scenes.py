@@ -9,18 +9,20 @@ import torch
 
 from binding_nb.scenes import ConceptSpace, coverage_split
 from binding_nb.tokens import make_batch
-from binding_nb.utils import make_generator
+from binding_nb.utils import arg_type, make_generator, resolve_device, whole_number
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
-    p.add_argument("--batch", type=int, default=4096)
-    p.add_argument("--concepts", type=int, default=3)
-    p.add_argument("--values", type=int, default=50)
-    p.add_argument("--max-objects", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--batch", type=arg_type(whole_number, low=1), default=4096)
+    p.add_argument("--concepts", type=arg_type(whole_number, low=1), default=3)
+    p.add_argument("--values", type=arg_type(whole_number, low=2), default=50)
+    p.add_argument("--max-objects", type=arg_type(whole_number, low=1), default=2)
+    p.add_argument("--repeats", type=arg_type(whole_number, low=1), default=50)
     a = p.parse_args()
+    try: resolve_device(a.device)
+    except (ValueError, RuntimeError) as e: p.error(str(e))
     space = ConceptSpace([a.values] * a.concepts)
     fit = torch.from_numpy(coverage_split(space, 0.5, seed=0).fit).to(a.device)
     allowed = torch.zeros(space.n_objects, dtype=torch.bool, device=a.device); allowed[fit] = True

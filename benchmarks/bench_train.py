@@ -26,7 +26,7 @@ from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
 from binding_nb.config import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
 from binding_nb.train import setup_run
-from binding_nb.utils import resolve_device
+from binding_nb.utils import arg_type, number_in, resolve_device, whole_number
 
 
 # the reference configuration (coverage aside): every figure of this benchmark and of profile_train.py is taken at it
@@ -145,20 +145,21 @@ def against_the_authors(checkout: Path, cfg: RunConfig, seconds: float, rounds: 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=arg_type(whole_number, low=0), default=1,
                    help="torch CPU threads (0: torch's default). 1 by default: on a shared 2-core machine two threads "
                         "stall on each other whenever the other core is busy (10x slower steps measured)")
-    p.add_argument("--coverage", type=float, default=0.5)
-    p.add_argument("--seconds", type=float, default=20.0, help="time spent in measured steps of each architecture (at least 10 steps)")
+    p.add_argument("--coverage", type=arg_type(number_in, low=0, high=1, low_open=True), default=0.5)
+    p.add_argument("--seconds", type=arg_type(number_in, low=0, low_open=True), default=20.0, help="time spent in measured steps of each architecture (at least 10 steps)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (the default of training runs on CUDA)")
     p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
     p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
     p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
-    p.add_argument("--rounds", type=int, help="with --authors: rounds of ours and theirs, timed in turn (3)")
+    p.add_argument("--rounds", type=arg_type(whole_number, low=1), help="with --authors: rounds of ours and theirs, timed in turn (3)")
     a = p.parse_args()
+    try: resolve_device(a.device)
+    except (ValueError, RuntimeError) as e: p.error(str(e))
     if a.rounds is not None and not a.authors: p.error("--rounds counts the rounds against the authors: pass --authors")
     a.rounds = 3 if a.rounds is None else a.rounds
-    if a.rounds < 1: p.error(f"--rounds must be at least 1, got {a.rounds}")
     if a.authors:                                               # a wrong path fails before anything is timed
         authors_trainer(a.authors)
         if a.amp: raise SystemExit("--authors: their trainer runs in fp32; drop --amp to compare like with like")

@@ -1,4 +1,4 @@
-"""The study scripts refuse a bad command line in one line (exit 2) before any work: no fit, no file written."""
+"""The study scripts and the benchmarks refuse a bad command line in one line (exit 2) before any work: no fit, no file written."""
 import subprocess, sys
 from pathlib import Path
 
@@ -16,6 +16,9 @@ CASES = [
     ("collect_fig9_study.py", ["--run", "{tmp}/run", "--into", "{tmp}/into"], "binding_study.csv cannot be read as a CSV table"),
     ("paper_known_answers.py", ["--objects", "1000"], "--objects must be at most 900"),
     ("form_als_trial.py", ["bogus", "8", "8", "100", "16"], "argument form: invalid choice: 'bogus'"),
+    ("../benchmarks/bench_embed.py", ["--batch", "0"], "argument --batch: it must be >= 1, got 0"),
+    ("../benchmarks/bench_scenes.py", ["--device", "bogus"], "unknown device 'bogus'"),
+    ("../benchmarks/bench_train.py", ["--seconds", "-1"], "argument --seconds: it must be in (0, inf), got -1"),
 ]
 
 
