@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .utils import whole_number
+from .utils import number_in, whole_number
 
 # %% auto #0
 __all__ = ['BINDS', 'pearson', 'association', 'cluster_counts', 'cluster_interval', 'by_group', 'clustered_association']
@@ -23,7 +23,13 @@ def pearson(x, y, w: np.ndarray | None = None) -> np.ndarray:
     """Pearson r of `x` and `y` along their last axis, under weights `w[..., n]` (a count per model; None: one each),
     one r per row; NaN where either is constant."""
     x, y = np.asarray(x, float), np.asarray(y, float)                     # any array-like: lists, pandas columns
+    if x.ndim == 0 or y.ndim == 0 or x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"pearson pairs x and y along their last axis, one value per model in each: got shapes "
+                         f"{x.shape} and {y.shape}")
     w = np.ones(np.shape(x)[-1]) if w is None else np.asarray(w, float)
+    if w.shape[-1] != x.shape[-1] or (w < 0).any():
+        raise ValueError(f"pearson's weights count each model, one per model and none negative: got shape {w.shape}"
+                         f"{' with negative weights' if (w < 0).any() else ''} for {x.shape[-1]} models")
     total = w.sum(-1, keepdims=True)
     dx, dy = x - (w * x).sum(-1, keepdims=True) / total, y - (w * y).sum(-1, keepdims=True) / total
     cov, vx, vy = (w * dx * dy).sum(-1), (w * dx * dx).sum(-1), (w * dy * dy).sum(-1)
@@ -55,6 +61,7 @@ def association(x, y, n_boot: int = 10_000, seed: int = 0, spread_seeds: int = 5
     `n_boot`), and r among the models whose `x` is above `binds`."""
     x, y = _numbers(x, y)
     n_boot, spread_seeds = whole_number(n_boot, "n_boot", low=1), whole_number(spread_seeds, "spread_seeds", low=1)
+    binds = number_in(binds, "binds (the recognition above which a model binds)", 0, 1)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y, n = x[ok], y[ok], int(ok.sum())
     bind = x > binds

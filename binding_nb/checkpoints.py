@@ -59,6 +59,13 @@ def read_checkpoint(path: str | Path) -> dict:
                f"no value for the settings {', '.join(lacking)}"
         raise ValueError(f"{path} was written by an older binding_nb, with {what}; it was left untouched: "
                          f"{CONVERT_ADVICE.format(path=path)}, or pass another checkpoint path")
+    try: run_config(**ck["config"])
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path} holds a config this version refuses ({e}); it was left untouched: pass another "
+                         f"checkpoint path") from None
+    if not all(isinstance(ck.get(k), dict) for k in ("model", "best_model") if k == "model" or ck.get(k) is not None):
+        raise ValueError(f"{path} holds weights that are not a state dict (a mapping of names to tensors); it was left "
+                         f"untouched: pass another checkpoint path")
     return ck
 
 # %% ../nbs/B5_checkpoints.ipynb #75ed16a7
@@ -164,5 +171,9 @@ def load_model(path: str | Path, device: str = "auto", weights: str = "selected"
                          "binding_nb kept test-best weights, or scored on another number of test scenes); the authors' "
                          "protocol studies weights chosen over the whole run: "
                          "train the run again (move the checkpoint away)")
-    _load_state(path, model, ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"])
+    chosen = ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"]
+    if not all(torch.is_tensor(t) and torch.isfinite(t).all() for t in chosen.values() if torch.is_floating_point(t)):
+        raise ValueError(f"{path} holds {weights} weights that are not finite (NaN or inf): a run that diverged, or a "
+                         f"damaged file; it was left untouched: pass another checkpoint path")
+    _load_state(path, model, chosen)
     return model.to(resolve_device(device)).eval(), cfg

@@ -345,11 +345,10 @@ def test_degenerate_input(bad, message):
     assert message in str(e.value)
 
 
-def test_constant_embeddings_have_nothing_to_attribute():
-    "No variance: every share of it is undefined (NaN), said once, and the report is made."
-    with pytest.warns(UserWarning, match="constant"):
-        rep = geometry_report(np.ones((600, 4)), (GRID, SPACE), device="cpu", ks=[0, 1])
-    assert rep.attribution.set_index("variant").removed_energy.drop("none removed").isna().all() and rep.reconstruction.r2.isna().all()
+def test_constant_embeddings_are_refused():
+    "No variance: nothing to explain or attribute, so the report is refused in a sentence, before any probe is fitted."
+    with pytest.raises(ValueError, match=r"are constant \(every scene the same vector\).*check the encoder"):
+        geometry_report(np.ones((600, 4)), (GRID, SPACE), device="cpu", ks=[0, 1])
 
 
 def _failing_cell(path: Path) -> tuple[int, int]:

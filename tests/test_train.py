@@ -1,5 +1,5 @@
 """Tests of the training loop (App. B.4) beyond the notebook's own: resuming after a real kill, corrupt checkpoints."""
-import contextlib, io, os, signal, subprocess, sys, textwrap, time, warnings
+import contextlib, io, os, re, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
@@ -496,3 +496,17 @@ def test_profile_train_attention_forms_agree_and_the_main_job_profiles():
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "aten::mm" in out.stdout and "Self CPU time total" in out.stdout
+
+
+def test_a_hand_made_checkpoint_is_refused_naming_it(tmp_path):
+    "A checkpoint saved by hand (no digest) with a config this version refuses, weights that are not a state dict, or NaN weights: a sentence naming the file."
+    from binding_nb.checkpoints import load_model, read_checkpoint
+    cfg = run_config(C=2, V=4, steps=5, batch_size=8, d_model=8, n_layers=1, n_heads=2, d_out=8, eval_every=5, ckpt_every=5,
+                     n_val_scenes=8, n_test_scenes=8, device="cpu")
+    train_run(cfg, tmp_path / "run.pt", progress=False)
+    cases = {"config": (lambda c: c["config"].update(d_model=-1), "holds a config this version refuses (d_model must be >= 1"),
+             "weights": (lambda c: c.update(model=None, best_model=None), "holds weights that are not a state dict"),
+             "nan": (lambda c: [t.fill_(float("nan")) for t in c["best_model"].values() if t.is_floating_point()], "holds selected weights that are not finite")}
+    for name, (change, message) in cases.items():
+        ck = read_checkpoint(tmp_path / "run.pt"); change(ck); torch.save(ck, tmp_path / f"{name}.pt")
+        with pytest.raises(ValueError, match=re.escape(f"{tmp_path / name}.pt {message.split(' (')[0]}")): load_model(tmp_path / f"{name}.pt", "cpu")

@@ -144,10 +144,11 @@ def geometry_report(embeddings, data, n_objects: int | None = None, device="auto
     t0 = time.perf_counter()
     s, dev = report_settings(**settings), resolve_device(device)
     table = scene_table(embeddings, data, n_objects)
+    s["edit_concept"] = concept_index(table.space, s["edit_concept"])     # every setting first, then the data
     if not np.ptp(table.emb, 0).any():
-        warnings.warn(f"the embeddings of {table.name} are constant: no variance to explain or attribute (every R² "
-                      f"and removed energy is NaN); check the encoder", stacklevel=2)
-    s["edit_concept"] = concept_index(table.space, s["edit_concept"])
+        raise ValueError(f"the embeddings of {table.name} are constant (every scene the same vector): there is no "
+                         f"variance to explain or attribute, and every R² would be NaN; check the encoder (untrained, "
+                         f"collapsed, or fed the same input)")
     train, test = probe_split(table.n, s["train_fraction"], s["seed"], groups=table.keys(ordered=True))
     probes = fit_probes(table, train, test, s["probe_l2"], s["probe_iters"], s["max_probe_scenes"], s["seed"], dev)
     acc = pd.DataFrame([dict(scenes=name, n=len(rows), **probes.accuracy(table.emb[rows], table.values[rows]),
