@@ -92,7 +92,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Runtime:
-    "How a run is computed, not what: left out of `model_key`, and a run resumes under other values (App. B.5)."
+    "How a run is computed, not what: left out of `model_key`, and a run resumes under other values (checkpoints: `B5_checkpoints`)."
     device: str = "auto"          # checked where the run runs (`check_config`)
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies

@@ -55,7 +55,7 @@ class QueryProbes:
 
     def accuracy(self, x, values: np.ndarray, chunk: int = 8192, baseline: bool = True) -> dict[str, float]:
         """Exhaustive concept (Def. 3.3) and object (Def. 3.4) recognition of the embeddings `x[n, d]` of scenes
-        `values[n, m, C]`, and the same scenes scored in-batch (App. B.6), with its baseline unless `baseline` is
+        `values[n, m, C]`, and the same scenes scored in-batch (`B6_in_batch`), with its baseline unless `baseline` is
         False."""
         if len(values) == 0:
             return dict(concept=float("nan"), object=float("nan"), **dict.fromkeys(IN_BATCH_METRICS, float("nan")))
@@ -69,7 +69,7 @@ class QueryProbes:
                     **self.in_batch(x, values, baseline=baseline))
 
     def in_batch(self, x, values: np.ndarray, seed: int = 0, baseline: bool = True) -> dict[str, float]:
-        """The same scenes scored as the authors score them (App. B.6), in batches of rows drawn at random (a
+        """The same scenes scored as the authors score them (`B6_in_batch`), in batches of rows drawn at random (a
         permutation seeded by `seed`): in-batch concept and object recognition, and (`baseline`) the baseline on the
         same candidates."""
         dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
@@ -185,7 +185,7 @@ _PER_SET = ("concept_acc", "object_acc", "r2", "ceiling_concept_acc", "ceiling_o
             "n_test")
 _IN_BATCH = ("concept_acc_in_batch", "object_acc_in_batch", "ceiling_concept_acc_in_batch",
              "ceiling_object_acc_in_batch",
-             # the same scenes scored as the authors score them (App. B.6)
+             # the same scenes scored as the authors score them (in batch: B6_in_batch)
              "bag_of_concepts_acc_in_batch")
 _OPTIONAL = (*_IN_BATCH, *[f"{s}_{c}" for s in HELD_OUT_SETS for c in _IN_BATCH], "object_acc_in_batch_test_selected",
              "object_acc_test_selected",   # these two: best over the steps, on the test scenes (the paper's selection)

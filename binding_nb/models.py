@@ -112,7 +112,7 @@ class ModelConfig:
                              f"values_per_concept={space.values_per_concept}: use ConceptSpace([V] * C)")
         return cls(space.n_concepts, space.values_per_concept[0], max_objects, **arch)
 
-# this page's input kind (App. B.2a); its towers are defined below
+# this page's input kind (B2a_inputs); its towers are defined below
 register_inputs("tokens", lambda cfg: token_towers(cfg))
 
 # %% ../nbs/B2_models.ipynb #63524d1b

@@ -83,7 +83,7 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_
              seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None,
              in_batch: bool = False, queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard
-    negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (App. B.6). `queries`: the
+    negatives); `in_batch`: also the authors' in-batch recognition of the same scenes (`B6_in_batch`). `queries`: the
     model's `embed_all_queries`, where the caller has them already."""
     nan = float("nan")
     if len(scenes) == 0:
@@ -168,7 +168,7 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
 METRICS = ["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
 # ... split by seen swaps (`swap_breakdown`)
 SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_frac"]
-# ... the authors' way (App. B.6)
+# ... the authors' way (in batch: B6_in_batch)
 IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]
 # the authors' test at each validation (`paper_test`)
 PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi"]
