@@ -510,3 +510,28 @@ def test_a_hand_made_checkpoint_is_refused_naming_it(tmp_path):
     for name, (change, message) in cases.items():
         ck = read_checkpoint(tmp_path / "run.pt"); change(ck); torch.save(ck, tmp_path / f"{name}.pt")
         with pytest.raises(ValueError, match=re.escape(f"{tmp_path / name}.pt {message.split(' (')[0]}")): load_model(tmp_path / f"{name}.pt", "cpu")
+
+
+def test_a_stop_on_purpose_saves_where_it_stopped_and_needs_a_checkpoint(tmp_path):
+    "stop_after between two checkpoints saves that step (a resume trains on from it, to the uninterrupted run's row); without a checkpoint it is refused."
+    cfg = run_config(**{**CFG, "steps": 30, "ckpt_every": 20, "eval_every": 10})
+    whole = train_run(cfg, tmp_path / "whole.pt", progress=False)
+    assert train_run(cfg, tmp_path / "cut.pt", stop_after=15, progress=False) is None and read_checkpoint(tmp_path / "cut.pt")["step"] == 15
+    drop = lambda r: {k: v for k, v in r.items() if k != "train_seconds"}
+    assert drop(train_run(cfg, tmp_path / "cut.pt", progress=False)) == drop(whole)
+    with pytest.raises(ValueError, match="needs a checkpoint to save it in"): train_run(cfg, None, stop_after=15, progress=False)
+
+
+def test_a_run_without_validation_objects_is_refused():
+    "val_fraction=0, or a coverage leaving one train object, would keep weights chosen on no scene: refused when the config is made."
+    with pytest.raises(ValueError, match=r"val_fraction must be in \(0, 1\), got 0"): run_config(val_fraction=0)
+    with pytest.raises(ValueError, match="leaves 1 train object, and none to validate on"): run_config(V=4, coverage=0.05)
+
+
+def test_one_setting_is_one_run():
+    "A float32 coverage is the run of its decimal (one name, one config); a coverage other by a hair has another name; text for a bool or a bool for a number is refused."
+    import numpy as np
+    assert run_config(coverage=np.float32(0.3)) == run_config(coverage=0.3)
+    assert run_config(coverage=np.float32(0.3)).run_name() == run_config(coverage=0.3).run_name() != run_config(coverage=0.30000001).run_name()
+    for bad in (dict(compile="false"), dict(coverage=True)):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be"): run_config(**bad)
