@@ -52,7 +52,8 @@ def main() -> None:
     p.add_argument("--seconds", type=arg_type(number_in, low=0, low_open=True), default=10.0); p.add_argument("--n", type=arg_type(whole_number, low=1), default=4096)
     p.add_argument("--V", type=arg_type(whole_number, low=2), default=50, help="palette size for the rendering benchmark")
     args = p.parse_args()
-    dev = resolve_device(args.device)
+    try: dev = resolve_device(args.device)
+    except (ValueError, RuntimeError) as e: p.error(str(e))
     if args.threads: torch.set_num_threads(args.threads)
     scenes = torch.randint(0, args.V, (args.n, 2, 2), generator=torch.Generator().manual_seed(0)).to(dev)
     for level in LEVELS:

@@ -21,7 +21,7 @@ def main() -> None:
     p.add_argument("--max-objects", type=arg_type(whole_number, low=1), default=2)
     p.add_argument("--repeats", type=arg_type(whole_number, low=1), default=50)
     a = p.parse_args()
-    try: resolve_device(a.device)
+    try: a.device = str(resolve_device(a.device))
     except (ValueError, RuntimeError) as e: p.error(str(e))
     space = ConceptSpace([a.values] * a.concepts)
     fit = torch.from_numpy(coverage_split(space, 0.5, seed=0).fit).to(a.device)

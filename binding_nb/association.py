@@ -27,9 +27,10 @@ def pearson(x, y, w: np.ndarray | None = None) -> np.ndarray:
         raise ValueError(f"pearson pairs x and y along their last axis, one value per model in each: got shapes "
                          f"{x.shape} and {y.shape}")
     w = np.ones(np.shape(x)[-1]) if w is None else np.asarray(w, float)
-    if w.shape[-1] != x.shape[-1] or (w < 0).any():
+    if w.shape[-1] != x.shape[-1] or (negative := (w < 0).any()):
         raise ValueError(f"pearson's weights count each model, one per model and none negative: got shape {w.shape}"
-                         f"{' with negative weights' if (w < 0).any() else ''} for {x.shape[-1]} models")
+                         f"{' with negative weights' if w.shape[-1] == x.shape[-1] and negative else ''} for "
+                         f"{x.shape[-1]} models")
     total = w.sum(-1, keepdims=True)
     dx, dy = x - (w * x).sum(-1, keepdims=True) / total, y - (w * y).sum(-1, keepdims=True) / total
     cov, vx, vy = (w * dx * dy).sum(-1), (w * dx * dx).sum(-1), (w * dy * dy).sum(-1)

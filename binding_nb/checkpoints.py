@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from .config import run_config, RUN_SETTINGS, RunConfig
+from .inputs import registered_inputs
 from .loop import TrainState
 from .models import DualEncoder
 from .results import CONVERT_ADVICE
@@ -59,11 +60,14 @@ def read_checkpoint(path: str | Path) -> dict:
                f"no value for the settings {', '.join(lacking)}"
         raise ValueError(f"{path} was written by an older binding_nb, with {what}; it was left untouched: "
                          f"{CONVERT_ADVICE.format(path=path)}, or pass another checkpoint path")
-    try: run_config(**ck["config"])
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{path} holds a config this version refuses ({e}); it was left untouched: pass another "
-                         f"checkpoint path") from None
-    if not all(isinstance(ck.get(k), dict) for k in ("model", "best_model") if k == "model" or ck.get(k) is not None):
+    if ck["config"].get("inputs") in registered_inputs():         # a kind not known yet says so where it is used
+        try: run_config(**ck["config"])
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path} holds a config this version refuses ({e}); it was left untouched: pass another "
+                             f"checkpoint path") from None
+    state_dict = lambda w: isinstance(w, dict) and all(torch.is_tensor(t) for t in w.values())
+    if not all(state_dict(ck.get(k)) for k in ("model", "best_model", "test_best_model")
+               if k == "model" or ck.get(k) is not None):
         raise ValueError(f"{path} holds weights that are not a state dict (a mapping of names to tensors); it was left "
                          f"untouched: pass another checkpoint path")
     return ck
@@ -172,7 +176,7 @@ def load_model(path: str | Path, device: str = "auto", weights: str = "selected"
                          "protocol studies weights chosen over the whole run: "
                          "train the run again (move the checkpoint away)")
     chosen = ck["test_best_model"] if weights == "test_best" else ck["best_model"] or ck["model"]
-    if not all(torch.is_tensor(t) and torch.isfinite(t).all() for t in chosen.values() if torch.is_floating_point(t)):
+    if not all(torch.isfinite(t).all() for t in chosen.values() if t.is_floating_point()):
         raise ValueError(f"{path} holds {weights} weights that are not finite (NaN or inf): a run that diverged, or a "
                          f"damaged file; it was left untouched: pass another checkpoint path")
     _load_state(path, model, chosen)

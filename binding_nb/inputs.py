@@ -86,10 +86,6 @@ def _declared_inputs() -> dict:
     from importlib.metadata import entry_points
     return {ep.name: ep for ep in entry_points(group=INPUTS_GROUP)}
 
-def _module_of(towers) -> str:
-    "The name of the module whose code the builder `towers` is."
-    return getattr(towers, "__module__", None) or type(towers).__module__
-
 def _owner(name: str) -> str | None:
     "The module the kind `name` belongs to: the one a package declares for it, else the one that registered it first."
     if (ep := _declared_inputs().get(name)) is not None: return ep.value.partition(":")[0]
@@ -106,8 +102,9 @@ def _where(module: str) -> str:
 
 def _code_digest(module: str, towers, settings: type | None) -> str | None:
     """A digest of a kind's code: None for this package's own kinds (versioned with it); else of the file of the module
-    that registered it, or, where that module has no file (a notebook, a session), of the source of its builder and
-    settings class."""
+    that registered it (for a script run as `__main__`, the whole script), or, where that module has no file (a
+    notebook, a session), of the source of its builder and settings class only: a tower class changed in another
+    cell of a notebook is not seen, so register it again under a new name, or keep the kind in a file."""
     if module.partition(".")[0] == "binding_nb": return None
     file = getattr(sys.modules.get(module), "__file__", None)
     if file and Path(file).is_file(): return hashlib.sha1(Path(file).read_bytes()).hexdigest()[:10]
@@ -124,9 +121,10 @@ def register_inputs(name: str, towers: Callable[[ModelConfig], tuple[SceneTower,
     that module."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"an input kind's name must be an identifier, got {name!r}")
-    module, owner = _module_of(towers), _owner(name)
-    if module == "__main__" and name in _declared_inputs():      # the page a declared module is written from ...
-        if name not in _INPUT_KINDS or _source(_INPUT_KINDS[name].towers) == _source(towers): module = owner
+    module, owner = sys._getframe(1).f_globals.get("__name__", "__main__"), _owner(name)   # the registering module
+    if module == "__main__" and (ep := _declared_inputs().get(name)) is not None:   # the page a declared module is
+        if name not in _INPUT_KINDS: ep.load()                                        # written from, with its code
+        if _source(_INPUT_KINDS[name].towers) == _source(towers): module = owner
     if owner not in (None, module):                              # ... with the module's code, not other code
         raise ValueError(f"input kind {name!r} is {owner}'s, and {_where(module)} registers another under that name: "
                          f"runs of the two would share names, checkpoints and table rows; register yours under a name "

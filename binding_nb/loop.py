@@ -115,7 +115,8 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         state.step += 1; bar.update()
         due_eval = state.step % eval_every == 0 or state.step == steps
         due_ckpt = state.step % ckpt_every == 0 or state.step == steps
-        if due_eval or due_ckpt or state.step % log_every == 0:     # the only reads of the loss: the device runs ahead
+        stopping = stop_after is not None and stop_after <= state.step < steps
+        if due_eval or due_ckpt or stopping or state.step % log_every == 0:   # the only reads of the loss: the device runs ahead
             value = loss.item()
             if not math.isfinite(value):
                 if own: bar.close()
@@ -126,7 +127,6 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
             keep_best(state, model, validate(), score_fn, loss=value, **{k: float(v) for k, v in parts.items()},
                       **(monitor() if monitor else {}))
             t0 = time.perf_counter()
-        stopping = stop_after is not None and stop_after <= state.step < steps
         if due_ckpt or stopping:                                    # a stop on purpose saves where it stopped
             state.train_seconds += time.perf_counter() - t0; save(); t0 = time.perf_counter()
         if stopping: break
