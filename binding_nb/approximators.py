@@ -433,7 +433,7 @@ def score_approximator(app: Approximator, table: SceneTable, rows: np.ndarray, p
                 **_in_batch(acc))
 
 def _in_batch(acc: dict) -> dict:
-    """The in-batch recognition among a probe's accuracies (in batch, `B6_in_batch`; a model's query probes score it), without the
+    """The in-batch recognition among a probe's accuracies (`B6_in_batch`; a model's query probes score it), without the
     baseline."""
     return {k: x for k, x in acc.items() if k.endswith("_in_batch") and not k.startswith("bag")}
 

@@ -92,7 +92,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Runtime:
-    "How a run is computed, not what: left out of `model_key`, and a run resumes under other values (checkpoints: `B5_checkpoints`)."
+    """How a run is computed, not what: left out of `model_key`, and a run resumes under other values (checkpoints:
+    `B5_checkpoints`)."""
     device: str = "auto"          # checked where the run runs (`check_config`)
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
@@ -160,8 +161,8 @@ class RunConfig:
             return dataclasses.replace(getattr(self, name), **changed) if changed else getattr(self, name)
         return RunConfig(**{name: part(name) for name in RUN_PARTS})
     def model_key(self) -> str:
-        """A short hash of every setting but coverage, seed and the runtime, and of the input kind's code where it is not
-        this package's: runs with the same key are comparable, and a kind's file changed is a new model."""
+        """A short hash of every setting but coverage, seed and the runtime, and of the input kind's code where it is
+        not this package's: runs with the same key are comparable, and a kind's file changed is a new model."""
         settings = self.settings()
         d = {k: v for k, v in settings.items() if k not in _NOT_IN_KEY + ("input_settings",)}
         code = input_kind(self.inputs).code

@@ -109,7 +109,8 @@ def _code_digest(module: str, towers, settings: type | None) -> str | None:
     file = getattr(sys.modules.get(module), "__file__", None)
     if file and Path(file).is_file(): return hashlib.sha1(Path(file).read_bytes()).hexdigest()[:10]
     try: text = inspect.getsource(towers) + (inspect.getsource(settings) if settings else "")
-    except (OSError, TypeError): text = repr(marshal.dumps(towers.__code__)) if hasattr(towers, "__code__") else repr(towers)
+    except (OSError, TypeError):
+        text = repr(marshal.dumps(towers.__code__)) if hasattr(towers, "__code__") else repr(towers)
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 def register_inputs(name: str, towers: Callable[[ModelConfig], tuple[SceneTower, QueryTower]],

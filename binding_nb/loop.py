@@ -92,9 +92,9 @@ def keep_test_best(state: TrainState, model: torch.nn.Module, score: float) -> b
 class TrainingDiverged(FloatingPointError):
     "The training loss stopped being finite."
     def __init__(self, step: int, loss: float):
-        super().__init__(f"training diverged at step {step}: the loss is {loss} (read every log_every steps, so it may "
-                         f"have stopped being finite earlier); lower the learning rate (lr), or check the data and, for "
-                         f"an input kind of one's own, that its towers stay finite in training")
+        super().__init__(f"training diverged at step {step}: the loss is {loss} (read every log_every steps, so it "
+                         f"may have stopped being finite earlier); lower the learning rate (lr), or check the data "
+                         f"and, for an input kind of one's own, that its towers stay finite in training")
         self.step, self.loss = step, loss
 
 def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainState,
@@ -104,9 +104,9 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
         log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
         monitor: Callable[[], dict] | None = None) -> bool:
-    """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after` (saved there). `bar`: a shared
-    progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each validation, read
-    right after `validate` on the same weights and never used to select."""
+    """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after` (saved there).
+    `bar`: a shared progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each
+    validation, read right after `validate` on the same weights and never used to select."""
     own = bar is None
     if own: bar = tqdm(total=steps, initial=state.step, desc=desc, disable=not progress, leave=False)
     t0 = time.perf_counter()
@@ -116,7 +116,8 @@ def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainS
         due_eval = state.step % eval_every == 0 or state.step == steps
         due_ckpt = state.step % ckpt_every == 0 or state.step == steps
         stopping = stop_after is not None and stop_after <= state.step < steps
-        if due_eval or due_ckpt or stopping or state.step % log_every == 0:   # the only reads of the loss: the device runs ahead
+        # the only reads of the loss: the device runs ahead
+        if due_eval or due_ckpt or stopping or state.step % log_every == 0:
             value = loss.item()
             if not math.isfinite(value):
                 if own: bar.close()

@@ -190,5 +190,6 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
                    paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps,
                    paper_lr=paper_lr)
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers,
-                        "binding functions", progress, label=lambda job: f"the study of {getattr(job[0], 'cfg', job[0]).run_name()}")
+                        "binding functions", progress,
+                        label=lambda job: f"the study of {getattr(job[0], 'cfg', job[0]).run_name()}")
     return pd.concat([f for f, _ in done], ignore_index=True), pd.DataFrame([u for _, u in done if u])

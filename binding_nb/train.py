@@ -301,8 +301,9 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     if stop_after is not None:
         whole_number(stop_after, "stop_after", low=1)
         if checkpoint is None:
-            raise ValueError(f"stop_after={stop_after} stops the run to resume it later, which needs a checkpoint to "
-                             f"save it in: pass checkpoint=PATH, or leave stop_after None to train all {cfg.steps} steps")
+            raise ValueError(f"stop_after={stop_after} stops the run to resume it later, which needs a checkpoint "
+                             f"to save it in: pass checkpoint=PATH, or leave stop_after None to train all {cfg.steps} "
+                             f"steps")
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
     dev = resolve_device(cfg.device)
     data, model, opt, sched, g, next_batch = setup_run(cfg, dev)

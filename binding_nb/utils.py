@@ -269,8 +269,8 @@ _DECLARED = dict(float=(lambda v: isinstance(v, numbers.Real) and not isinstance
 
 def plain_settings(settings) -> None:
     """Make the fields of the dataclass instance `settings` (frozen or not) plain Python values of their declared types,
-    in place: numpy scalars become Python scalars (`plain_scalar`), integral floats in fields declared `int` become ints.
-    A value of another type in a `float`, `bool` or `str` field (a bool for a number, the text 'false' for a bool)
+    in place: numpy scalars become Python scalars (`plain_scalar`), integral floats in fields declared `int` become
+    ints. A value of another type in a `float`, `bool` or `str` field (a bool for a number, the text 'false' for a bool)
     raises a `ValueError` naming the field, so that one setting has one value and one run name. Fields declared `int`
     are left to `whole_number`, which the class's own check calls with the setting's longer name."""
     for f in dataclasses.fields(settings):
@@ -322,7 +322,8 @@ def out_csv(parser: argparse.ArgumentParser, path: str, flag: str = "--out") -> 
     return out
 
 def read_csv_named(path: str | os.PathLike, advice: str = "move it away, or pass another file") -> pd.DataFrame:
-    "The CSV table at `path`; a file that cannot be read as one (empty, binary, cut, not a table) raises a `ValueError` naming it."
+    """The CSV table at `path`; a file that cannot be read as one (empty, binary, cut, not a table) raises a
+    `ValueError` naming it."""
     try: return pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, IsADirectoryError) as e:
         raise ValueError(f"{path} cannot be read as a CSV table ({type(e).__name__}: {str(e).splitlines()[0][:120]}): "
