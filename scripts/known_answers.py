@@ -37,11 +37,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a.ranks = sorted(set(a.ranks))                                   # --ranks 8 8: each job once
     if a.ranks[0] < 1: p.error(f"--ranks must be >= 1, got {a.ranks[0]}")
     if a.workers < 1: p.error(f"--workers must be >= 1, got {a.workers}")
-    from binding_nb.utils import writable_folder
-    out = Path(a.out)
-    if out.is_dir(): p.error(f"--out {out} is a folder: name the CSV file to write, e.g. {out / 'known_answers.csv'}")
-    try: writable_folder(out.parent, "--out's folder", "pass a file in a folder you can write to")
-    except OSError as e: p.error(str(e))
+    from binding_nb.utils import out_csv
+    a.out = str(out_csv(p, a.out))
     return a
 
 

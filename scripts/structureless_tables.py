@@ -90,7 +90,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if a.workers < 1: p.error(f"--workers must be >= 1, got {a.workers}")
     if min(a.paper_objects) < 4: p.error(f"--paper_objects must be >= 4 (half of them fitted, pairs of them read), got {min(a.paper_objects)}")
     if a.max_steps is not None and a.max_steps < 1: p.error(f"--max_steps must be >= 1, got {a.max_steps}")
-    if Path(a.out).is_dir(): p.error(f"--out {a.out} is a folder: pass a CSV file path")
+    from binding_nb.utils import out_csv
+    a.out = str(out_csv(p, a.out))
     return a
 
 
@@ -106,7 +107,6 @@ def jobs_to_fit(a: argparse.Namespace, have: pd.DataFrame) -> list[tuple]:
 def main(argv: list[str] | None = None) -> None:
     a = parse(argv)
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     jobs = jobs_to_fit(a, STRUCTURELESS.read(out))     # damaged rows set aside, with a warning: fitted again
     print(f"{len(jobs)} fits to run into {out}", flush=True)
     if not jobs: return
