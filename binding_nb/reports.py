@@ -98,8 +98,8 @@ def verdict(stages: Sequence[Stage]) -> pd.DataFrame:
 # %% ../nbs/08a_reports.ipynb #f70a0d63
 def _markdown_text(v) -> str:
     """Text for a Markdown table cell: HTML escaped (Markdown renders raw HTML: a name holding `<svg onload=...>`
-    must stay text), '|' escaped."""
-    return html.escape(str(v)).replace("|", "\\|")
+    must stay text; quotes need no escape outside an attribute), '|' escaped."""
+    return html.escape(str(v), quote=False).replace("|", "\\|")
 
 def markdown_table(df: pd.DataFrame, digits: int = 2) -> str:
     "`df` as a Markdown pipe table, floats to `digits` places, HTML and '|' in cells and headers escaped."

@@ -1,0 +1,57 @@
+"""The claims table (`binding_nb.claims`) against the data it is read from, and the README and index against it: a
+number quoted at a glance cannot drift from its committed table."""
+import json
+
+import pandas as pd
+import pytest
+
+from binding_nb import claims
+from binding_nb.utils import repo_path
+
+
+def committed_claims() -> pd.DataFrame:
+    return pd.read_csv(repo_path(claims.CLAIMS_FILE))
+
+
+def test_the_committed_claims_are_the_datas():
+    assert claims.stale_claims(committed_claims(), claims.claims_table()) == [], (
+        "results/claims.csv is stale: run `python scripts/write_claims.py`, re-execute nbs/index.ipynb and copy its "
+        "'Results at a glance' into the README")
+
+
+@pytest.mark.parametrize("table, column, shift", [(claims.MAIN_JOB, "object_acc", 0.3),
+                                                  (f"{claims.FIG9_STUDY}/fig9_correlation.csv", "r", -0.5),
+                                                  (claims.GEOMETRY_SOURCE, "ours", None)])
+def test_an_edited_committed_number_is_caught(monkeypatch, table, column, shift):
+    real = claims.committed
+    def edited(relative: str) -> pd.DataFrame:
+        d = real(relative)
+        if relative != table: return d
+        return d.assign(**{column: d[column] + shift if shift is not None
+                           else d[column].str.replace("0.70 / 0.94", "0.48 / 0.70")})
+    monkeypatch.setattr(claims, "committed", edited)
+    assert claims.stale_claims(committed_claims(), claims.claims_table()) != []
+
+
+def glance_output() -> str:
+    "What the index shows under 'Results at a glance', as committed."
+    cells = json.loads(repo_path("nbs/index.ipynb").read_text())["cells"]
+    cell = next(c for c in cells if c["cell_type"] == "code" and "claims_markdown" in "".join(c["source"]))
+    return "".join(cell["outputs"][0]["data"]["text/markdown"])
+
+
+def test_the_index_and_the_readme_show_the_committed_claims():
+    table = claims.claims_markdown(committed_claims())
+    assert glance_output().endswith(table), "the index shows other claims than results/claims.csv: re-execute it"
+    readme = repo_path("README.md").read_text()
+    assert glance_output() in readme, "the README's 'Results at a glance' is not the index's: copy it over"
+    assert readme.index("## Results at a glance") < readme.index(table) < readme.index("Each section of the paper has")
+
+
+def test_every_table_the_index_renders_is_in_the_readme():
+    "The README is the index rendered (copied by hand where Quarto is missing): each computed output is in it."
+    cells = json.loads(repo_path("nbs/index.ipynb").read_text())["cells"]
+    shown = ["".join(o["data"]["text/markdown"]) for c in cells if c["cell_type"] == "code"
+             for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+    readme = repo_path("README.md").read_text()
+    assert shown and [s[:80] for s in shown if s not in readme] == []
