@@ -183,7 +183,8 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
                          by_size: bool = False, baseline: bool = True) -> dict[str, float]:
     """The authors' in-batch concept and object recognition accuracies, and the bag-of-concepts baseline on the same
     candidates; `by_size`: object recognition also of the one-object scenes (`object_acc_in_batch_single`) and of the
-    others (`_multi`), each scored among the candidates of its whole batch; `baseline` False: the accuracies alone (the
+    others (`_multi`), each scored among the candidates of its whole batch, and the baseline of each (on the same scenes
+    and candidates: `bag_of_concepts_acc_in_batch_single`, `_multi`); `baseline` False: the accuracies alone (the
     same numbers, sooner: the baseline does not depend on the embeddings)."""
     scenes = torch.as_tensor(check_scenes(space, scenes))
     batch_size, max_candidates, swaps_per_scene = _settings(batch_size, max_candidates, swaps_per_scene)
@@ -208,12 +209,13 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
         correct, active = in_batch_correct(_batch_scores(scene_emb, emb, lists, batch_size),
                                            positive(space, scenes, cand), cand >= 0)
         out[f"{kind}_acc_in_batch"] = in_batch_accuracy(correct, active, batch_size)
-    if by_size:
-        single = scene_sizes(scenes) == 1
-        out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size)
-                for part, mask in (("single", single), ("multi", ~single))}
-    # the baseline on the object candidates (`cand`, `active` of the last pass)
+    single = scene_sizes(scenes) == 1
+    sizes = (("single", single), ("multi", ~single)) if by_size else ()
+    out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size) for part, mask in sizes}
+    # the baseline on the object candidates (`cand`, `active` of the last pass), and by size on the same scenes
     if baseline:
-        out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag_of_concepts_in_batch(space, scenes, cand), active,
-                                                                batch_size)
+        bag = bag_of_concepts_in_batch(space, scenes, cand)
+        out["bag_of_concepts_acc_in_batch"] = in_batch_accuracy(bag, active, batch_size)
+        out |= {f"bag_of_concepts_acc_in_batch_{part}": in_batch_accuracy(bag, active & mask, batch_size)
+                for part, mask in sizes}
     return out

@@ -171,11 +171,14 @@ SPLIT_METRICS = ["object_acc_seen_swap", "object_acc_unseen_swap", "seen_swap_fr
 # ... the authors' way (in batch: B6_in_batch)
 IN_BATCH_METRICS = ["concept_acc_in_batch", "object_acc_in_batch", "bag_of_concepts_acc_in_batch"]
 # the authors' test at each validation (`paper_test`)
-PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi"]
+PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi",
+              "bag_of_concepts_acc_in_batch_multi"]   # the baseline on the same multi-object scenes
 # optimistic: the step best on the test scenes,
 TEST_SELECTED = ["object_acc_in_batch_test_selected", "test_selected_step",
                  # and its numbers by scene size
-                 "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi"]
+                 "object_acc_in_batch_test_selected_single", "object_acc_in_batch_test_selected_multi",
+                 # and the bag of concepts on those multi-object scenes
+                 "bag_of_concepts_acc_in_batch_test_selected_multi"]
 RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", "train_seconds", "best_step",
                   "val_object_acc",
                   "val_concept_acc", "n_fit", "n_heldout", "n_test_scenes", "model_key", "device", "status",
@@ -192,10 +195,11 @@ def test_selected(state: TrainState) -> dict:
     acc = [h.get("test_object_acc_in_batch", float("nan")) for h in covered]
     if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))
     i = max(range(len(acc)), key=acc.__getitem__)
-    part = lambda p: covered[i].get(f"test_object_acc_in_batch_{p}", float("nan"))
+    part = lambda p, of="object_acc": covered[i].get(f"test_{of}_in_batch_{p}", float("nan"))
     return dict(object_acc_in_batch_test_selected=acc[i], test_selected_step=covered[i]["step"],
                 object_acc_in_batch_test_selected_single=part("single"),
-                object_acc_in_batch_test_selected_multi=part("multi"))
+                object_acc_in_batch_test_selected_multi=part("multi"),
+                bag_of_concepts_acc_in_batch_test_selected_multi=part("multi", "bag_of_concepts_acc"))
 
 def _results_row(cfg: RunConfig, **values) -> dict:
     """The row of the run `cfg`: its settings and `values` under `RESULT_COLUMNS`, in order (nan for `OPTIONAL_RESULTS`
@@ -235,7 +239,8 @@ def paper_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch
 def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
                queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall
-    and of its one-object and multi-object scenes; nan with no held-out object. `queries`: as `evaluate`'s."""
+    and of its one-object and multi-object scenes, and the bag of concepts' on those multi-object scenes; nan with no
+    held-out object. `queries`: as `evaluate`'s."""
     if data.n_heldout == 0: return dict.fromkeys(PAPER_TEST, float("nan"))
     scenes = paper_test_scenes(cfg, data.heldout, step)
     values, objects = embed_all_queries(model, data.space) if queries is None else queries

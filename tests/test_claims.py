@@ -55,3 +55,31 @@ def test_every_table_the_index_renders_is_in_the_readme():
              for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
     readme = repo_path("README.md").read_text()
     assert shown and [s[:80] for s in shown if s not in readme] == []
+
+
+def collect_script():
+    "scripts/collect_fig9_study.py as a module."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("collect_fig9_study", repo_path("scripts/collect_fig9_study.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_readme_is_what_its_files_give():
+    "results/learned/fig9_study/README.md is the collect script's, from the folder's files, and its regime column today's rule."
+    collect, folder = collect_script(), repo_path(claims.FIG9_STUDY)
+    assert (folder / "README.md").read_text() == collect.study_readme(folder), (
+        "the study's README differs from its files: `python scripts/collect_fig9_study.py --readme-only`")
+    fits = pd.read_csv(folder / "binding_study.csv").query("protocol == 'paper'")
+    assert (fits.regime == collect.paper_regime(fits)).all()
+
+
+def test_an_edited_study_number_changes_the_readme(tmp_path):
+    import shutil
+    collect, folder = collect_script(), repo_path(claims.FIG9_STUDY)
+    shutil.copytree(folder, tmp_path / "study", ignore=shutil.ignore_patterns("logs"))
+    points = pd.read_csv(tmp_path / "study" / "fig9_points.csv")
+    points.loc[points.form == "global_product", "object_acc"] *= 0.5
+    points.to_csv(tmp_path / "study" / "fig9_points.csv", index=False)
+    assert collect.study_readme(tmp_path / "study") != (folder / "README.md").read_text()

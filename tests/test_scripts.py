@@ -14,6 +14,7 @@ CASES = [
     ("search_binding_levers.py", ["--out", "{tmp}/empty.csv"], "empty.csv cannot be read as a CSV table"),
     ("gpu_coverage_run.py", ["--tiny", "--out", "{tmp}/g", "--budget", "0"], "argument --budget: it must be in (0, inf), got 0"),
     ("collect_fig9_study.py", ["--run", "{tmp}/run", "--into", "{tmp}/into"], "binding_study.csv cannot be read as a CSV table"),
+    ("collect_fig9_study.py", ["--readme-only", "--into", "{tmp}/run"], "holds no fig9_points.csv: pass the committed study folder"),
     ("paper_known_answers.py", ["--objects", "1000"], "--objects must be at most 900"),
     ("form_als_trial.py", ["bogus", "8", "8", "100", "16"], "argument form: invalid choice: 'bogus'"),
     ("../benchmarks/bench_embed.py", ["--batch", "0"], "argument --batch: it must be >= 1, got 0"),
