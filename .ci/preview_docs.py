@@ -200,10 +200,13 @@ MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFon
   MathJax.Hub.Queue(function () { document.documentElement.dataset.mathjax = "done"; }); });</script>
 {% endblock html_head_js_mathjax %}
 {% block body_header %}{{ super() }}
-<nav class="preview-sidebar"><p class="preview-site">{{ resources.site_title | e }}</p><ul>
-{% for p in resources.pages -%}
+<nav class="preview-sidebar"><p class="preview-site">{{ resources.site_title | e }}</p>
+{% for s in resources.sections or [dict(title="", pages=resources.pages)] -%}
+{% if s.title %}<p class="preview-section">{{ s.title | e }}</p>{% endif %}<ul>
+{% for p in s.pages -%}
 <li{% if p.current %} class="current"{% endif %}><a href="{{ p.href | e }}">{{ p.title | e }}</a></li>
-{% endfor %}</ul><p class="preview-note">Offline preview (nbconvert); the site is built by Quarto.</p></nav>
+{% endfor %}</ul>
+{% endfor %}<p class="preview-note">Offline preview (nbconvert); the site is built by Quarto.</p></nav>
 {% endblock body_header %}
 """
 
@@ -215,7 +218,8 @@ main { max-width: 60rem; margin: 0 auto; padding: 1.5rem 2rem 4rem 17rem; }
 .preview-sidebar ul { list-style: none; padding: 0; } .preview-sidebar li { margin: .35rem 0; }
 .preview-sidebar a { color: #343a40; text-decoration: none; }
 .preview-sidebar .current a { color: #2780e3; font-weight: 600; }
-.preview-site { font-weight: 700; font-size: 1.1rem; } .preview-note { color: #6c757d; font-size: .75rem; }
+.preview-site { font-weight: 700; font-size: 1.1rem; }
+.preview-section { font-weight: 600; color: #6c757d; text-transform: uppercase; font-size: .75rem; margin: 1rem 0 .25rem; } .preview-note { color: #6c757d; font-size: .75rem; }
 h1.title { font-size: 2.2rem; margin-bottom: .5rem; }
 .jp-RenderedHTMLCommon a { color: #2780e3; }
 .callout { border-left: 4px solid #2780e3; background: #f8f9fa; padding: .25rem 1rem; margin: 1rem 0; }
@@ -240,14 +244,37 @@ def notebooks(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*.ipynb") if not any(s[0] in "._" for s in p.relative_to(folder).parts)]
 
 
-def sources(proc: Path, nbs: Path | None) -> list[Path]:
-    "Processed notebooks in nbdev's sidebar order (index first), without stale ones whose source is gone."
+def sidebar_sections(path: Path) -> list[tuple[str, list[str]]]:
+    """The sidebar's sections as Quarto reads `path` (`website: sidebar: contents:`), in order, each with its notebooks'
+    paths; a page listed outside any section is a section of its own, untitled."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    contents = ((data.get("website") or {}).get("sidebar") or {}).get("contents") or []
+    out = []
+    for item in contents:
+        if isinstance(item, str): out.append(("", [item]))
+        elif isinstance(item, dict) and isinstance(item.get("contents"), list) and all(isinstance(c, str) for c in item["contents"]):
+            out.append((str(item.get("section", "")), list(item["contents"])))
+        else: raise SystemExit(f"FAIL: {path}: a sidebar entry is neither a page nor a section listing pages: {item!r}")
+    return out
+
+
+def sources(proc: Path, nbs: Path | None, sidebar: list[tuple[str, list[str]]] | None = None) -> list[Path]:
+    """Processed notebooks in the sidebar's order (without one: index first, then by name), without stale ones whose
+    source is gone; every notebook must be in the sidebar once, and every page it lists must exist."""
     found = notebooks(proc)
     if nbs is not None:
         found = [p for p in found if (nbs / p.relative_to(proc)).exists()]
         if missing := sorted({p.relative_to(nbs) for p in notebooks(nbs)} - {p.relative_to(proc) for p in found}):
             raise SystemExit(f"FAIL: not processed into {proc}: {', '.join(map(str, missing))} (use --process)")
-    return sorted(found, key=lambda p: (p.parent != proc, p.stem != "index", p.relative_to(proc).as_posix()))
+    if sidebar is None:
+        return sorted(found, key=lambda p: (p.parent != proc, p.stem != "index", p.relative_to(proc).as_posix()))
+    listed = [page for _, pages in sidebar for page in pages]
+    have = {p.relative_to(proc).as_posix(): p for p in found}
+    problems = ([f"{p} is in no sidebar section: add it to nbs/sidebar.yml" for p in sorted(set(have) - set(listed))]
+                + [f"nbs/sidebar.yml lists {p}, which is not a notebook" for p in sorted(set(listed) - set(have))]
+                + [f"nbs/sidebar.yml lists {p} {listed.count(p)} times" for p in sorted(set(listed)) if listed.count(p) > 1])
+    if problems: raise SystemExit("FAIL: the sidebar and the notebooks disagree:\n  " + "\n  ".join(problems))
+    return [have[p] for p in listed]
 
 
 def make_exporter(pages: dict[str, str], site_url: str) -> HTMLExporter:
@@ -267,9 +294,11 @@ def copy_mathjax(out: Path) -> None:
 
 
 def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", site_title: str = "docs",
-          css: Path | None = None) -> list[Path]:
-    "Convert every processed notebook to a page in `out`; raise listing every notebook that fails."
-    srcs = sources(proc, nbs)
+          css: Path | None = None, sidebar: Path | None = None) -> list[Path]:
+    """Convert every processed notebook to a page in `out`, in the sections and order of `sidebar` (Quarto's
+    sidebar.yml) where given; raise listing every notebook that fails."""
+    sections = sidebar_sections(sidebar) if sidebar is not None and sidebar.exists() else None
+    srcs = sources(proc, nbs, sections)
     if not srcs: raise SystemExit(f"FAIL: no processed notebooks in {proc} (run nbdev_proc_nbs first)")
     nbs_ = {src: read(src, as_version=4) for src in srcs}
     names = {src: page_name(nb, src) for src, nb in nbs_.items()}
@@ -281,8 +310,11 @@ def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", si
     copy_mathjax(out)
     written, failed = [], []
     for src, nb in nbs_.items():
-        pages = [dict(href=names[s], title=page_title(n, s), current=s == src) for s, n in nbs_.items()]
-        resources = dict(pages=pages, site_title=site_title, preview_css=style, metadata=dict(name=src.stem))
+        pages = {s.relative_to(proc).as_posix(): dict(href=names[s], title=page_title(n, s), current=s == src)
+                 for s, n in nbs_.items()}
+        grouped = [dict(title=t, pages=[pages[p] for p in ps]) for t, ps in sections] if sections else None
+        resources = dict(pages=list(pages.values()), sections=grouped, site_title=site_title, preview_css=style,
+                         metadata=dict(name=src.stem))
         try: body, _ = exporter.from_notebook_node(nb, resources=resources)
         except Exception as e: failed.append(f"{src}: {type(e).__name__}: {e}"); continue
         (page := out / names[src]).write_text(body, encoding="utf-8")
@@ -367,7 +399,8 @@ def nbdev_settings() -> dict:
     from nbdev.config import get_config
     cfg = get_config()
     return dict(proc=cfg.config_path / "_proc", nbs=cfg.nbs_path, site_url=cfg.doc_host + cfg.doc_baseurl,
-                site_title=cfg.get("title", cfg.lib_name), css=cfg.nbs_path / "styles.css")
+                site_title=cfg.get("title", cfg.lib_name), css=cfg.nbs_path / "styles.css",
+                sidebar=cfg.nbs_path / "sidebar.yml")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             try: proc_nbs(n_workers=args.n_workers)
             except Exception as e:  # nbdev_docs stops here too
                 print(f"FAIL: nbdev could not process the notebooks for the docs:\n{e}"); return 1
-        pages = build(s["proc"], args.out, s["nbs"], s["site_url"], s["site_title"], s["css"])
+        pages = build(s["proc"], args.out, s["nbs"], s["site_url"], s["site_title"], s["css"], s["sidebar"])
         print(f"docs preview: {len(pages)} pages in {args.out}/ (open {args.out / 'index.html'})")
     if not (args.check or args.check_only): return 0
     if not pages: print(f"FAIL: no pages in {args.out}"); return 1

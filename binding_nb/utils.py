@@ -35,7 +35,7 @@ __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file',
            'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number',
            'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv', 'read_csv_named', 'parse_list',
            'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table', 'in_processes', 'repo_root',
-           'repo_path']
+           'repo_path', 'front_page_links']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -469,3 +469,11 @@ def repo_path(relative: str) -> Path:
                                 f"the package or above {Path.cwd()}: run from a clone of the repository (pip install "
                                 f"-e .)")
     return root / relative
+
+# %% ../nbs/utils.ipynb #37a64b9c
+_NOTEBOOK_LINK = re.compile(r"\]\((?!(?:[a-z][\w+.-]*:|/|#|nbs/))([^)\s]+\.ipynb(?:#[^)\s]*)?)\)")
+
+def front_page_links(markdown: str, folder: str = "nbs") -> str:
+    """`markdown` as the repository's front page shows it: a relative link to a notebook (`[05](05_coverage.ipynb)`),
+    which the docs site resolves beside the page, points into `folder` (`nbs/05_coverage.ipynb`)."""
+    return _NOTEBOOK_LINK.sub(lambda m: f"]({folder}/{m.group(1)})", markdown)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from binding_nb import claims
-from binding_nb.utils import repo_path
+from binding_nb.utils import front_page_links, repo_path
 
 
 def committed_claims() -> pd.DataFrame:
@@ -44,8 +44,8 @@ def test_the_index_and_the_readme_show_the_committed_claims():
     table = claims.claims_markdown(committed_claims())
     assert glance_output().endswith(table), "the index shows other claims than results/claims.csv: re-execute it"
     readme = repo_path("README.md").read_text()
-    assert glance_output() in readme, "the README's 'Results at a glance' is not the index's: copy it over"
-    assert readme.index("## Results at a glance") < readme.index(table) < readme.index("Each section of the paper has")
+    assert front_page_links(glance_output()) in readme, "the README's 'Results at a glance' is not the index's: copy it over"
+    assert readme.index("## Results at a glance") < readme.index(front_page_links(table)) < readme.index("Each section of the paper has")
 
 
 def test_every_table_the_index_renders_is_in_the_readme():
@@ -54,7 +54,15 @@ def test_every_table_the_index_renders_is_in_the_readme():
     shown = ["".join(o["data"]["text/markdown"]) for c in cells if c["cell_type"] == "code"
              for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
     readme = repo_path("README.md").read_text()
-    assert shown and [s[:80] for s in shown if s not in readme] == []
+    assert shown and [s[:80] for s in shown if front_page_links(s) not in readme] == []
+
+
+def test_every_relative_link_of_the_readme_resolves_on_the_front_page():
+    "A link such as [05](nbs/05_coverage.ipynb) names a file of the repository, as GitHub's front page resolves it."
+    import re
+    readme = repo_path("README.md").read_text()
+    links = [l.split("#")[0] for l in re.findall(r"\]\(([^)\s]+)\)", readme) if not re.match(r"[a-z][\w+.-]*:|#", l)]
+    assert links and [l for l in links if not repo_path(l).exists()] == []
 
 
 def collect_script():

@@ -78,6 +78,38 @@ def test_build_writes_pages_and_mathjax(tmp_path):
     with pytest.raises(SystemExit, match="03_new.ipynb"): pd.build(proc, out, nbs)
 
 
+def test_the_sidebar_orders_and_groups_the_pages_and_lists_each_once(tmp_path):
+    "The preview follows nbs/sidebar.yml as Quarto does: its sections in order; a page missing, unknown or repeated fails."
+    proc, nbs, out = tmp_path / "_proc", tmp_path / "nbs", tmp_path / "out"
+    for d in (proc, nbs): d.mkdir()
+    for name in ("index", "01_b", "02_a"):
+        nb = processed_notebook()
+        nb.cells[0].source = nb.cells[0].source.replace("thing.html", f"{name}.html").replace("A thing", f"Page {name}")
+        nbformat.write(nb, proc / f"{name}.ipynb"); nbformat.write(new_notebook(), nbs / f"{name}.ipynb")
+    side = tmp_path / "sidebar.yml"
+    side.write_text("website:\n  sidebar:\n    contents:\n      - section: Start\n        contents: [index.ipynb, 02_a.ipynb]\n"
+                    "      - section: Blocks\n        contents: [01_b.ipynb]\n")
+    assert pd.sidebar_sections(side) == [("Start", ["index.ipynb", "02_a.ipynb"]), ("Blocks", ["01_b.ipynb"])]
+    pages = pd.build(proc, out, nbs, sidebar=side)
+    assert [p.name for p in pages] == ["index.html", "02_a.html", "01_b.html"]       # the sidebar's order, not the names'
+    nav = BeautifulSoup(pages[1].read_text(), "html.parser").find("nav")
+    assert [t.text for t in nav.select(".preview-section")] == ["Start", "Blocks"]
+    assert [a.text for a in nav.select("a")] == ["Page index", "Page 02_a", "Page 01_b"] and nav.select_one(".current a").text == "Page 02_a"
+    side.write_text("website:\n  sidebar:\n    contents:\n      - section: Start\n        contents: [index.ipynb, 02_a.ipynb, 09_gone.ipynb, index.ipynb]\n")
+    with pytest.raises(SystemExit) as e: pd.build(proc, out, nbs, sidebar=side)
+    assert all(m in str(e.value) for m in ("01_b.ipynb is in no sidebar section", "lists 09_gone.ipynb, which is not a notebook",
+                                             "lists index.ipynb 2 times"))
+    side.write_text("website:\n  sidebar:\n    contents:\n      - section: Start\n")
+    with pytest.raises(SystemExit, match="neither a page nor a section listing pages"): pd.sidebar_sections(side)
+
+
+def test_the_repositorys_sidebar_lists_every_notebook_once():
+    sections = pd.sidebar_sections(ROOT / "nbs" / "sidebar.yml")
+    listed = [p for _, pages in sections for p in pages]
+    assert sorted(listed) == sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")) and len(set(listed)) == len(listed)
+    assert sections[0][1][0] == "index.ipynb"
+
+
 @pytest.mark.skipif(pd.find_browser() is None, reason="no Chromium to render the page")
 def test_browser_check_tells_good_from_bad(tmp_path):
     proc, out = tmp_path / "_proc", tmp_path / "out"
