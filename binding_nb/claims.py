@@ -22,7 +22,7 @@ __all__ = ['VERDICTS', 'CLAIM_COLUMNS', 'TOLERANCE', 'GEOMETRY_SOURCE', 'KEY_NUM
            'FIG9_STUDY', 'ON_OURS', 'CLAIMS_FILE', 'claim_row', 'committed', 'shown_table', 'span', 'numbers_in',
            'compare_numbers', 'geometry_claims', 'known_answers_text', 'complexity_claims', 'coverages_where',
            'coverage_claims', 'learned_claims', 'fig9_claim', 'pixel_claims', 'claims_table', 'claims_markdown',
-           'stale_claims', 'write_claims']
+           'stale_claims', 'write_claims', 'page_verdict']
 
 # %% ../nbs/claims.ipynb #9a9dbbf4
 VERDICTS = ("reproduced", "differs", "not testable here")
@@ -310,3 +310,20 @@ def write_claims(path: str | Path | None = None) -> Path:
     path = Path(path) if path is not None else repo_path(CLAIMS_FILE)
     claims_table().to_csv(path, index=False)
     return path
+
+# %% ../nbs/claims.ipynb #b7daab6c
+def page_verdict(*pages: str, path: str | Path | None = None) -> str:
+    """The committed claims of `pages` (notebook names, e.g. '05_coverage') as Markdown: the paper's claim and number,
+    ours, and the verdict with why; one claim as a callout, several as a table. `path`: the claims file (`CLAIMS_FILE`)."""
+    claims = read_csv_named(Path(path) if path is not None else repo_path(CLAIMS_FILE),
+                            "write it again: `python scripts/write_claims.py`")
+    rows = claims[claims.page.isin(pages)]
+    if rows.empty: raise ValueError(f"no claim of the table is on the pages {list(pages)}: pass a page of {sorted(set(claims.page))}")
+    if len(rows) > 1:
+        return ("**The paper's claims here, and ours** ([all claims](claims.ipynb)):\n\n"
+                + markdown_table(pd.DataFrame({"where": rows.section + ", " + rows.figure, "the paper's claim": rows.claim,
+                                               "the paper": rows.paper, "ours": rows.ours, "verdict": rows.verdict,
+                                               "why": rows.why})))
+    r = rows.iloc[0]
+    return (f"::: {{.callout-note}}\n## {r.section}, {r.figure}: {r.verdict}\n\n**The paper:** {r.claim}: {r.paper}.\n\n"
+            f"**Ours:** {r.ours}.\n\n**Why:** {r.why}. ([All claims](claims.ipynb))\n:::")

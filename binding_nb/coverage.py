@@ -229,7 +229,7 @@ def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, n
                                                                                      "training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")
-    axes[0, -1].legend(fontsize=8, loc="best")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))                                    # the legend below the panels: it covers no data
+    fig.legend(*axes[0, -1].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

@@ -470,7 +470,7 @@ def repo_path(relative: str) -> Path:
                                 f"-e .)")
     return root / relative
 
-# %% ../nbs/utils.ipynb #37a64b9c
+# %% ../nbs/utils.ipynb #8141e0bd
 _NOTEBOOK_LINK = re.compile(r"\]\((?!(?:[a-z][\w+.-]*:|/|#|nbs/))([^)\s]+\.ipynb(?:#[^)\s]*)?)\)")
 
 def front_page_links(markdown: str, folder: str = "nbs") -> str:

@@ -91,3 +91,18 @@ def test_an_edited_study_number_changes_the_readme(tmp_path):
     points.loc[points.form == "global_product", "object_acc"] *= 0.5
     points.to_csv(tmp_path / "study" / "fig9_points.csv", index=False)
     assert collect.study_readme(tmp_path / "study") != (folder / "README.md").read_text()
+
+
+def test_each_results_page_opens_with_its_committed_verdict():
+    "Every page showing `page_verdict` shows what results/claims.csv says now (its committed output is not stale)."
+    import re
+    shown = 0
+    for page in sorted(repo_path("nbs").glob("*.ipynb")):
+        for cell in json.loads(page.read_text())["cells"]:
+            src = "".join(cell["source"])
+            if cell["cell_type"] != "code" or "Markdown(page_verdict(" not in src: continue
+            pages = re.findall(r"'([\w]+)'|\"([\w]+)\"", src.split("page_verdict(")[-1].split(")")[0])
+            out = "".join(next(o["data"]["text/markdown"] for o in cell["outputs"] if "text/markdown" in o.get("data", {})))
+            assert out == claims.page_verdict(*[a or b for a, b in pages]), f"{page.name} shows a stale verdict: re-execute its first cells"
+            shown += 1
+    assert shown >= 7
