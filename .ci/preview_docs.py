@@ -32,7 +32,7 @@ from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode, read
-from nbformat.v4 import new_markdown_cell
+from nbformat.v4 import new_markdown_cell, new_output
 
 MATHJAX_DIR = "mathjax"  # next to the pages; the pages load it by a relative path
 MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
@@ -69,13 +69,29 @@ class QuartoCellOptions(Preprocessor):
     "Apply Quarto's cell options as Quarto does, and drop the `#|` lines."
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        self.figures = 0                                   # Quarto numbers a page's labelled figures 1, 2, ...
         nb.cells = [c for c in (self.apply(c) for c in nb.cells) if c is not None]
         return nb, resources
+
+    def figure(self, output: NotebookNode, label: str, caption: str, alt: str) -> NotebookNode:
+        "An image output as Quarto shows a labelled figure: numbered, captioned, with its alt text."
+        self.figures += 1
+        png = output["data"]["image/png"]
+        png = "".join(png) if isinstance(png, list) else png
+        return new_output("display_data", data={"text/html": (
+            f'<figure class="quarto-figure" id="{html.escape(label)}"><img src="data:image/png;base64,{png.strip()}" '
+            f'alt="{html.escape(alt)}"><figcaption>Figure {self.figures}: {html.escape(caption)}</figcaption></figure>')})
 
     def apply(self, cell: NotebookNode) -> NotebookNode | None:
         if cell.cell_type != "code": return cell
         opts, cell.source = split_options(cell.source)
         if opts.get("include") is False or opts.get("hide"): return None
+        if str(opts.get("label", "")).startswith("fig-"):
+            if missing := [k for k in ("fig-cap", "fig-alt") if not str(opts.get(k) or "").strip()]:
+                raise ValueError(f"figure {opts['label']} has no {' and no '.join(missing)}: a numbered figure needs a "
+                                 "caption (#| fig-cap:) and alt text (#| fig-alt:)")
+            cell.outputs = [self.figure(o, opts["label"], opts["fig-cap"], opts["fig-alt"])
+                            if "image/png" in o.get("data", {}) else o for o in cell.outputs]
         if opts.get("echo") is False or opts.get("code-fold") is True or not cell.source.strip():
             cell.metadata.setdefault("transient", {})["remove_source"] = True  # nbconvert's own flag
         if opts.get("output") is False: cell.outputs = []

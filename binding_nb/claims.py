@@ -19,10 +19,10 @@ from .utils import read_csv_named, repo_path
 
 # %% auto #0
 __all__ = ['VERDICTS', 'CLAIM_COLUMNS', 'TOLERANCE', 'GEOMETRY_SOURCE', 'KEY_NUMBERS', 'NO_WEIGHTS', 'KNOWN_ANSWERS', 'MAIN_JOB',
-           'FIG9_STUDY', 'ON_OURS', 'CLAIMS_FILE', 'claim_row', 'committed', 'shown_table', 'span', 'numbers_in',
-           'compare_numbers', 'geometry_claims', 'known_answers_text', 'complexity_claims', 'coverages_where',
-           'coverage_claims', 'learned_claims', 'fig9_claim', 'pixel_claims', 'claims_table', 'claims_markdown',
-           'stale_claims', 'write_claims', 'page_verdict']
+           'FIG9_STUDY', 'DEFAULT_RUN', 'ON_OURS', 'CLAIMS_FILE', 'claim_row', 'committed', 'shown_table', 'span',
+           'numbers_in', 'compare_numbers', 'geometry_claims', 'known_answers_text', 'complexity_claims',
+           'coverages_where', 'coverage_claims', 'learned_claims', 'fig9_claim', 'pixel_claims', 'claims_table',
+           'claims_markdown', 'stale_claims', 'write_claims', 'page_verdict']
 
 # %% ../nbs/claims.ipynb #9a9dbbf4
 VERDICTS = ("reproduced", "differs", "not testable here")
@@ -198,7 +198,7 @@ def coverage_claims() -> list[dict]:
 
 # %% ../nbs/claims.ipynb #d0e75489
 FIG9_STUDY = "results/learned/fig9_study"
-_SIDE = ("06_learned_binding", "side = learned_beside_paper(")   # 06's default run beside the paper, as the page shows it
+DEFAULT_RUN = "results/learned/default_run"   # 06's default run, the one its page shows
 
 def _by_architecture(side: pd.DataFrame, figure: str, measure: str) -> pd.DataFrame:
     "06's rows for one measure: per architecture, ours and the model's own ('0.18 (0.99)' → ours 0.18, own 0.99)."
@@ -214,7 +214,7 @@ ON_OURS = ("on the models that bind here, product encoders (a second architectur
 
 def learned_claims() -> list[dict]:
     "§5.3–5.4's rows: Figs. 7 and 8 on 06's default run, Fig. 9 on the 81-model study."
-    side, p = shown_table(*_SIDE), LEARNED_NUMBERS.set_index("key")
+    side, p = committed(f"{DEFAULT_RUN}/beside_paper.csv"), LEARNED_NUMBERS.set_index("key")
     mlp, add_c, add_o, glob = (_by_architecture(side, f, m) for f, m in (
         ("Fig. 7", "held-out object recognition of a small MLP"), ("Fig. 8", "held-out concept recognition of the additive"),
         ("Fig. 8", "held-out object recognition of the additive"), ("Fig. 8", "held-out object recognition of the global")))
@@ -223,17 +223,17 @@ def learned_claims() -> list[dict]:
     hits = lambda d: (d.value[binders] >= d.own[binders] - TOLERANCE).all()
     rows = [claim_row("§5.3", "Fig. 7", "a generalising model's binding is approximated by a small MLP "
                       "(held-out object recognition)", p.paper["mlp_object"], _of(mlp),
-                      "reproduced" if hits(mlp) else "differs", ON_OURS, "06_learned_binding", "06's page"),
+                      "reproduced" if hits(mlp) else "differs", ON_OURS, "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv"),
             claim_row("§5.4", "Fig. 8", "the additive probe recognises held-out concepts but not held-out objects",
                       f"concepts: {p.paper['additive_concept']}; objects: {p.paper['additive_object']}",
                       f"concepts: {_of(add_c)}; objects: {_of(add_o)}",
                       "reproduced" if hits(add_c) and not hits(add_o) else "differs", ON_OURS,
-                      "06_learned_binding", "06's page"),
+                      "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv"),
             claim_row("§5.4", "Fig. 8", "multiplicative structure explains binding best: the global product recovers "
                       "held-out objects, the best of the forms", f"the global product {p.paper['global_product_object']}", f"global product: {_of(glob)}; the best form: " +
                       "; ".join(f"{a} {v}" for a, v in best[binders].items()),
                       "reproduced" if hits(glob) and best[binders].str.startswith("global product").all()
-                      else "differs", ON_OURS, "06_learned_binding", "06's page")]
+                      else "differs", ON_OURS, "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv")]
     return rows + [fig9_claim(p)]
 
 def fig9_claim(p: pd.DataFrame) -> dict:

@@ -106,3 +106,11 @@ def test_each_results_page_opens_with_its_committed_verdict():
             assert out == claims.page_verdict(*[a or b for a, b in pages]), f"{page.name} shows a stale verdict: re-execute its first cells"
             shown += 1
     assert shown >= 7
+
+
+def test_the_committed_default_run_is_the_one_06_shows():
+    "results/learned/default_run holds the run whose tables 06's page shows (its beside-the-paper table, cell for cell)."
+    shown = claims.shown_table("06_learned_binding", "side = learned_beside_paper(")
+    committed = pd.read_csv(repo_path(f"{claims.DEFAULT_RUN}/beside_paper.csv"))
+    for col in shown.columns:
+        assert shown[col].astype(str).tolist() == committed[col].astype(str).str.replace(">", "&gt;").tolist(), col

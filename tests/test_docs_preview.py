@@ -78,6 +78,20 @@ def test_build_writes_pages_and_mathjax(tmp_path):
     with pytest.raises(SystemExit, match="03_new.ipynb"): pd.build(proc, out, nbs)
 
 
+def test_a_labelled_figure_is_numbered_captioned_and_described():
+    "A cell with `#| label: fig-...` shows its image as Quarto does: 'Figure 1: caption', with its alt text; without them it fails."
+    png = new_output("display_data", data={"image/png": "iVBORw0KGgo="})
+    nb = new_notebook(cells=[new_markdown_cell("# T"), new_code_cell('#| label: fig-a\n#| fig-cap: "The $r$ of it"\n#| fig-alt: "dots"\nshow()',
+                                                                     outputs=[png]),
+                             new_code_cell('#| label: fig-b\n#| fig-cap: "Second"\n#| fig-alt: "more dots"\nshow()', outputs=[png])])
+    soup = BeautifulSoup(convert(nb), "html.parser")
+    figs = soup.select("figure.quarto-figure")
+    assert [f["id"] for f in figs] == ["fig-a", "fig-b"] and [f.img["alt"] for f in figs] == ["dots", "more dots"]
+    assert [f.figcaption.text for f in figs] == ["Figure 1: The $r$ of it", "Figure 2: Second"]
+    nb.cells[2].source = '#| label: fig-b\n#| fig-cap: "Second"\nshow()'
+    with pytest.raises(ValueError, match="fig-b has no fig-alt"): convert(nb)
+
+
 def test_the_sidebar_orders_and_groups_the_pages_and_lists_each_once(tmp_path):
     "The preview follows nbs/sidebar.yml as Quarto does: its sections in order; a page missing, unknown or repeated fails."
     proc, nbs, out = tmp_path / "_proc", tmp_path / "nbs", tmp_path / "out"
