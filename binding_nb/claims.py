@@ -19,8 +19,8 @@ from .utils import read_csv_named, repo_path
 
 # %% auto #0
 __all__ = ['VERDICTS', 'CLAIM_COLUMNS', 'TOLERANCE', 'GEOMETRY_SOURCE', 'KEY_NUMBERS', 'NO_WEIGHTS', 'KNOWN_ANSWERS', 'MAIN_JOB',
-           'FIG9_STUDY', 'DEFAULT_RUN', 'ON_OURS', 'CLAIMS_FILE', 'claim_row', 'committed', 'shown_table', 'span',
-           'numbers_in', 'compare_numbers', 'geometry_claims', 'known_answers_text', 'complexity_claims',
+           'FIG9_STUDY', 'DEFAULT_RUN', 'ON_OURS', 'PIXEL_RUN', 'CLAIMS_FILE', 'claim_row', 'committed', 'shown_table',
+           'span', 'numbers_in', 'compare_numbers', 'geometry_claims', 'known_answers_text', 'complexity_claims',
            'coverages_where', 'coverage_claims', 'learned_claims', 'fig9_claim', 'pixel_claims', 'claims_table',
            'claims_markdown', 'stale_claims', 'write_claims', 'page_verdict']
 
@@ -263,11 +263,11 @@ def fig9_claim(p: pd.DataFrame) -> dict:
                      "reproduced" if g.r > 0.9 else "differs", why, "06b_fig9", FIG9_STUDY + "/")
 
 # %% ../nbs/claims.ipynb #fd8c1f17
-_PIXELS = ("07_pixels", 'results.to_csv(out_dir / "pixel_runs.csv"')   # 07's runs, as the page shows them
+PIXEL_RUN = "results/pixels/default_run"   # 07's default run, the one its page shows
 
 def pixel_claims() -> list[dict]:
     "App. E's row: 07's pixel encoders at three levels of visual difficulty."
-    px, p = shown_table(*_PIXELS).set_index("encoder"), PIXEL_NUMBERS.set_index("key")
+    px, p = committed(f"{PIXEL_RUN}/pixel_runs.csv").set_index("encoder"), PIXEL_NUMBERS.set_index("key")
     pixels, bag = px[px.index != "tokens"], px.bag_of_concepts_acc.mean()     # every encoder but the token transformer
     binds = (pixels.object_acc > bag).any()
     ours = (f"the pixel encoders' own held-out object recognition {span(pixels.object_acc)} at levels 1–{len(pixels)} "
@@ -276,7 +276,7 @@ def pixel_claims() -> list[dict]:
            "whose binding a probe could recover; the paper's scale awaits a GPU" if not binds else
            "some pixel encoders pass the bag of concepts; the probes on them are not run here")
     return [claim_row("App. E", "pixel encoders", p.measure["vision_from_scratch"], p.paper["vision_from_scratch"], ours,
-                      "not testable here" if not binds else "differs", why, "07_pixels", "07's page")]
+                      "not testable here" if not binds else "differs", why, "07_pixels", f"{PIXEL_RUN}/pixel_runs.csv")]
 
 # %% ../nbs/claims.ipynb #ea12e8eb
 CLAIMS_FILE = "results/claims.csv"

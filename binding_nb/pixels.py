@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn as nn
 
@@ -21,7 +22,7 @@ from .utils import whole_number
 # %% auto #0
 __all__ = ['BACKGROUND', 'MAX_PALETTE', 'LEVELS', 'BORDER', 'EVAL_SEED', 'CLIP', 'srgb_to_lab', 'palette', 'palette_separation',
            'largest_apart_square', 'SquareRenderer', 'grid_positions', 'check_stem', 'PixelStem', 'PixelConfig',
-           'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'rendered_table']
+           'PixelSceneTower', 'pixel_tower', 'pixel_towers', 'plot_pixel_runs', 'rendered_table']
 
 # %% ../nbs/07_pixels.ipynb #47508fce
 BACKGROUND = (0.0, 0.0, 0.0)    # black
@@ -286,6 +287,22 @@ def pixel_towers(cfg: ModelConfig) -> tuple[PixelSceneTower, nn.Module]:
     return pixel_tower(cfg), query_tower(cfg)
 
 register_inputs("pixels", pixel_towers, PixelConfig)
+
+# %% ../nbs/07_pixels.ipynb #ef5071ee
+def plot_pixel_runs(results: pd.DataFrame):
+    """App. E's figure at one coverage: per encoder of `results` (a results table with an `encoder` column), held-out
+    concept and object recognition, exhaustive and among hard negatives, beside the bag-of-concepts baseline."""
+    import matplotlib.pyplot as plt
+    names = {"concept_acc": "concepts", "object_acc": "objects", "object_acc_hard": "objects, hard negatives",
+             "bag_of_concepts_acc": "bag-of-concepts baseline"}
+    fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="constrained")
+    results.set_index("encoder")[list(names)].rename(columns=names).plot.bar(ax=ax, rot=0, width=0.8,
+                                                                             color=["C0", "C3", "C1", "0.6"])
+    r = results.iloc[0]
+    ax.set(ylabel="held-out accuracy", xlabel="", ylim=(0, 1.05),
+           title=f"C={r.C}, V={r.V}, coverage {r.coverage:g}: scenes of held-out objects")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0)); ax.grid(axis="y", alpha=0.3)
+    return fig
 
 # %% ../nbs/07_pixels.ipynb #f59e8678
 CLIP = "openclip:ViT-B-32"

@@ -114,3 +114,11 @@ def test_the_committed_default_run_is_the_one_06_shows():
     committed = pd.read_csv(repo_path(f"{claims.DEFAULT_RUN}/beside_paper.csv"))
     for col in shown.columns:
         assert shown[col].astype(str).tolist() == committed[col].astype(str).str.replace(">", "&gt;").tolist(), col
+
+
+def test_the_committed_pixel_run_is_the_one_07_shows():
+    shown = claims.shown_table("07_pixels", 'results.to_csv(out_dir / "pixel_runs.csv"').set_index("encoder")
+    committed = pd.read_csv(repo_path(f"{claims.PIXEL_RUN}/pixel_runs.csv")).set_index("encoder")
+    assert list(shown.index) == list(committed.index)
+    for col in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
+        assert (shown[col] - committed[col]).abs().max() < 5e-4, col       # the page shows three places
