@@ -24,7 +24,7 @@ from ..utils import resolve_device, seeded_subset, whole_number
 # %% auto #0
 __all__ = ['ATTRIBUTION_VARIANTS', 'estimator_table', 'retrieval_hits', 'reconstruction_table', 'concepts_vs_objects_table',
            'concept_index', 'EditCases', 'edit_cases', 'edit', 'editing_table', 'plot_editing', 'relabel',
-           'attribution_table', 'mds_points', 'plot_mds']
+           'attribution_table', 'mds_points', 'plot_mds', 'plot_mds_panels']
 
 # %% ../../nbs/03f_tables.ipynb #7de654fd
 _AVERAGES = {"avg": "the scenes that contain it", "avg_pos": "the scenes that hold it in slot i",
@@ -389,4 +389,20 @@ def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
     ax.set_title(title or f"MDS of cosine distances (stress {points.attrs.get('stress', float('nan')):.2f})",
                  fontsize=9)
     ax.set_xticks([]); ax.set_yticks([]); ax.margins(0.3); ax.legend(fontsize=6, loc="best")
+    return fig
+
+# %% ../../nbs/03f_tables.ipynb #d4a59640
+def plot_mds_panels(points: pd.DataFrame, columns: int = 4):
+    """Fig. 2 for several runs: a `plot_mds` panel per run of `points` (`mds_points`' rows, with each run's name in `run`
+    and its MDS stress in `stress`), `columns` to a row."""
+    import matplotlib.pyplot as plt
+    runs = list(dict.fromkeys(points.run))
+    rows, cols = -(-len(runs) // columns), min(len(runs), columns)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    for ax in axes.flat[len(runs):]: ax.axis("off")
+    for ax, run in zip(axes.flat, runs):
+        d = points[points.run == run]
+        plot_mds(d.drop(columns=["run", "stress"]), ax, f"{run}\nstress {d.stress.iloc[0]:.2f}")
+        ax.title.set_fontsize(8)
+    fig.tight_layout()
     return fig
