@@ -81,8 +81,9 @@ def compare_numbers(paper: str, ours: dict[str, str], tolerance: float = TOLERAN
     above = [d for d in gaps if not close[d] and np.mean(gaps[d]) > 0]
     below = [d for d in gaps if not close[d] and np.mean(gaps[d]) <= 0]
     parts = ([say(above, "above the paper's")] if above else []) + ([say(below, "below")] if below else [])
-    return "differs", "ours is " + "; ".join(parts) + (f" (within {tolerance:.2f} on {', '.join(d for d in close if close[d])})"
-                                                       if any(close.values()) else "")
+    within = [d for d in close if close[d]]
+    return "differs", ("ours is " + "; ".join(parts)
+                       + (f" (within {tolerance:.2f} on {', '.join(within)})" if within else ""))
 
 # %% ../nbs/claims.ipynb #1941bd70
 GEOMETRY_SOURCE = "results/geometry/full_set/paper_vs_ours.csv"
@@ -95,7 +96,8 @@ _TABLE_CLAIMS = {   # the paper's table: its figures, and what it claims
     "T5": ("Table 5", "objects are carried beyond their concepts: removing the concept components leaves the object "
                       "probe high, removing the objects collapses both probes"),
     "D.3": ("App. D.3", "three objects, with and without occlusion: probes and the reconstruction hold")}
-_MINILM = {"T2": ("R² AVG", "R² AVG+POS"), "T3": ("edit k=1 AVG",)}   # what a pretrained encoder that loads here shows
+# what a pretrained encoder that loads here shows, measured as the paper measures it
+_MINILM = {"T2": ("R² AVG", "R² AVG+POS"), "T3": ("edit k=1 AVG",)}
 NO_WEIGHTS = "the pretrained weights cannot be loaded on this offline machine"
 
 def _ours_by_dataset(ours: str, dataset: str) -> dict[str, str]:
@@ -135,17 +137,19 @@ def geometry_claims() -> list[dict]:
 # %% ../nbs/claims.ipynb #9c379101
 KNOWN_ANSWERS = "results/complexity/known_answers.csv"
 _FIGURE_CLAIMS = {   # §5.1's figures: what each claims
-    "Fig. 4": "pretrained CLIP's binding function is high-complexity: MLPs fitted on some objects recognise the concepts "
-              "of held-out objects, but few of the objects",
+    "Fig. 4": "pretrained CLIP's binding function is high-complexity: MLPs fitted on some objects recognise the "
+              "concepts of held-out objects, but few of the objects",
     "App. D.6": "tree ensembles fare no better than MLPs on held-out objects",
     "App. D.7": "the form probes (per-object and global product) do not capture pretrained CLIP's or DINOv2's binding"}
 
 def known_answers_text(known: pd.DataFrame) -> str:
-    "What 04's known answers show: each form's own probe on a random code of that form, and the additive probe on products."
+    """What 04's known answers show: each form's own probe on a random code of that form, and the additive probe on
+    products."""
     own = known[known.family == known.code]
     additive = known[(known.family == "additive") & known.code.isin(["per_object_product", "global_product"])]
     return (f"each form probe recovers a random code of its own form from half the objects (held-out R² at least "
-            f"{np.floor(own.r2.min() * 1000) / 1000:.3f}, ranks {span(known.code_rank, 0, '–')}), the additive probe a product code at most "
+            f"{np.floor(own.r2.min() * 1000) / 1000:.3f}, ranks {span(known.code_rank, 0, '–')}), "
+            f"the additive probe a product code at most "
             f"{additive.r2.max():.2f}")
 
 def complexity_claims() -> list[dict]:
@@ -194,7 +198,8 @@ def coverage_claims() -> list[dict]:
             f"{tr.object_acc.iloc[-1]:.2f}")
            + f"; a second architecture of ours, independent product codes, rises {ind.object_acc.iloc[0]:.2f} → "
              f"{ind.object_acc.iloc[-1]:.2f} with coverage")
-    return [claim_row("§5.2", "Fig. 6", p.measure["fig6_object"], p.paper["fig6_object"], ours, verdict, why, "05_coverage", MAIN_JOB)]
+    return [claim_row("§5.2", "Fig. 6", p.measure["fig6_object"], p.paper["fig6_object"], ours, verdict, why,
+                      "05_coverage", MAIN_JOB)]
 
 # %% ../nbs/claims.ipynb #d0e75489
 FIG9_STUDY = "results/learned/fig9_study"
@@ -214,26 +219,32 @@ ON_OURS = ("on the models that bind here, product encoders (a second architectur
 
 def learned_claims() -> list[dict]:
     "§5.3–5.4's rows: Figs. 7 and 8 on 06's default run, Fig. 9 on the 81-model study."
-    side, p = committed(f"{DEFAULT_RUN}/beside_paper.csv"), LEARNED_NUMBERS.set_index("key")
+    source = f"{DEFAULT_RUN}/beside_paper.csv"
+    side, p = committed(source), LEARNED_NUMBERS.set_index("key")
     mlp, add_c, add_o, glob = (_by_architecture(side, f, m) for f, m in (
-        ("Fig. 7", "held-out object recognition of a small MLP"), ("Fig. 8", "held-out concept recognition of the additive"),
-        ("Fig. 8", "held-out object recognition of the additive"), ("Fig. 8", "held-out object recognition of the global")))
-    best = side[(side.figure == "Fig. 8") & side.measure.str.startswith("the form with the best")].set_index("models").ours
+        ("Fig. 7", "held-out object recognition of a small MLP"),
+        ("Fig. 8", "held-out concept recognition of the additive"),
+        ("Fig. 8", "held-out object recognition of the additive"),
+        ("Fig. 8", "held-out object recognition of the global")))
+    best = side[(side.figure == "Fig. 8") & side.measure.str.startswith("the form with the best")]
+    best = best.set_index("models").ours
     binders = mlp.index[mlp.own >= BINDS]                # the architectures whose models recognise held-out objects
     hits = lambda d: (d.value[binders] >= d.own[binders] - TOLERANCE).all()
     rows = [claim_row("§5.3", "Fig. 7", "a generalising model's binding is approximated by a small MLP "
                       "(held-out object recognition)", p.paper["mlp_object"], _of(mlp),
-                      "reproduced" if hits(mlp) else "differs", ON_OURS, "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv"),
+                      "reproduced" if hits(mlp) else "differs", ON_OURS, "06_learned_binding", source),
             claim_row("§5.4", "Fig. 8", "the additive probe recognises held-out concepts but not held-out objects",
                       f"concepts: {p.paper['additive_concept']}; objects: {p.paper['additive_object']}",
                       f"concepts: {_of(add_c)}; objects: {_of(add_o)}",
                       "reproduced" if hits(add_c) and not hits(add_o) else "differs", ON_OURS,
-                      "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv"),
+                      "06_learned_binding", source),
             claim_row("§5.4", "Fig. 8", "multiplicative structure explains binding best: the global product recovers "
-                      "held-out objects, the best of the forms", f"the global product {p.paper['global_product_object']}", f"global product: {_of(glob)}; the best form: " +
-                      "; ".join(f"{a} {v}" for a, v in best[binders].items()),
+                      "held-out objects, the best of the forms",
+                      f"the global product {p.paper['global_product_object']}",
+                      f"global product: {_of(glob)}; the best form: "
+                      + "; ".join(f"{a} {v}" for a, v in best[binders].items()),
                       "reproduced" if hits(glob) and best[binders].str.startswith("global product").all()
-                      else "differs", ON_OURS, "06_learned_binding", f"{DEFAULT_RUN}/beside_paper.csv")]
+                      else "differs", ON_OURS, "06_learned_binding", source)]
     return rows + [fig9_claim(p)]
 
 def fig9_claim(p: pd.DataFrame) -> dict:
@@ -243,12 +254,14 @@ def fig9_claim(p: pd.DataFrame) -> dict:
     pts = committed(f"{FIG9_STUDY}/fig9_points.csv")
     gp, add = (pts[pts.form == f] for f in ("global_product", "additive"))
     c = clustered_association(gp.model_object_acc, gp.object_acc, gp.architecture, n_boot=10_000)   # as 06b computes it
-    within = {f: by_group(d.model_object_acc, d.object_acc, d.architecture).r_within for f, d in (("gp", gp), ("add", add))}
+    within = {f: by_group(d.model_object_acc, d.object_acc, d.architecture).r_within
+              for f, d in (("gp", gp), ("add", add))}
     own = gp.groupby("architecture").model_object_acc
     bind = sorted(gp.architecture[gp.model_object_acc > BINDS].unique())
     g, a = corr.loc["global_product"], corr.loc["additive"]
-    ours = (f"global product r = {g.r:.2f} [{g.r_low:.2f}, {g.r_high:.2f}] over {int(g.n_models)} models (resampling the "
-            f"architectures: [{c['r_low_cluster']:.2f}, {c['r_high_cluster']:.2f}]), r = {g.r_binders:.2f} among the "
+    ours = (f"global product r = {g.r:.2f} [{g.r_low:.2f}, {g.r_high:.2f}] over {int(g.n_models)} models "
+            f"(resampling the architectures: [{c['r_low_cluster']:.2f}, {c['r_high_cluster']:.2f}]), "
+            f"r = {g.r_binders:.2f} among the "
             f"{int(g.n_binders)} that bind; additive probe r = {a.r:.2f}, {a.r_binders:.2f} among them; within an "
             f"architecture, global product {span(within['gp'])}, additive {span(within['add'])}; the authors' "
             f"protocol ({int(paper_corr.n_models)} models, one seed, 300 objects) r = {paper_corr.r:.2f}")
@@ -270,12 +283,14 @@ def pixel_claims() -> list[dict]:
     px, p = committed(f"{PIXEL_RUN}/pixel_runs.csv").set_index("encoder"), PIXEL_NUMBERS.set_index("key")
     pixels, bag = px[px.index != "tokens"], px.bag_of_concepts_acc.mean()     # every encoder but the token transformer
     binds = (pixels.object_acc > bag).any()
-    ours = (f"the pixel encoders' own held-out object recognition {span(pixels.object_acc)} at levels 1–{len(pixels)} "
+    ours = (f"the pixel encoders' own held-out object recognition {span(pixels.object_acc)} "
+            f"at levels 1–{len(pixels)} "
             f"(bag of concepts {bag:.2f}), concepts {span(pixels.concept_acc)}")
     why = ("no pixel encoder binds at CPU scale (each below the bag of concepts), so there is no generalising model "
            "whose binding a probe could recover; the paper's scale awaits a GPU" if not binds else
            "some pixel encoders pass the bag of concepts; the probes on them are not run here")
-    return [claim_row("App. E", "pixel encoders", p.measure["vision_from_scratch"], p.paper["vision_from_scratch"], ours,
+    key = "vision_from_scratch"
+    return [claim_row("App. E", "pixel encoders", p.measure[key], p.paper[key], ours,
                       "not testable here" if not binds else "differs", why, "07_pixels", f"{PIXEL_RUN}/pixel_runs.csv")]
 
 # %% ../nbs/claims.ipynb #ea12e8eb
@@ -299,31 +314,37 @@ def stale_claims(committed_claims: pd.DataFrame, fresh: pd.DataFrame) -> list[st
         return [f"the table has {len(committed_claims)} rows of {list(committed_claims.columns)}, the data gives "
                 f"{len(fresh)} of {list(fresh.columns)}"]
     out = []
-    for (i, old), (_, new) in zip(committed_claims.fillna("").astype(str).iterrows(), fresh.fillna("").astype(str).iterrows()):
+    as_text = lambda t: t.fillna("").astype(str).iterrows()
+    for (i, old), (_, new) in zip(as_text(committed_claims), as_text(fresh)):
         for col in CLAIM_COLUMNS:
             if old[col] != new[col]:
-                out.append(f"row {i} ({new.figure}, {new.claim[:40]}...): {col} reads {old[col]!r}, the data gives {new[col]!r}")
+                out.append(f"row {i} ({new.figure}, {new.claim[:40]}...): {col} reads {old[col]!r}, "
+                           f"the data gives {new[col]!r}")
     return out
 
-def write_claims(path: str | Path | None = None) -> Path:
-    "Compute the claims table from the committed data and write it (by default to `CLAIMS_FILE`)."
-    path = Path(path) if path is not None else repo_path(CLAIMS_FILE)
-    claims_table().to_csv(path, index=False)
-    return path
+def write_claims(path: str | Path | None = None) -> pd.DataFrame:
+    "Compute the claims table from the committed data, write it (by default to `CLAIMS_FILE`) and return it."
+    claims = claims_table()
+    claims.to_csv(Path(path) if path is not None else repo_path(CLAIMS_FILE), index=False)
+    return claims
 
 # %% ../nbs/claims.ipynb #b7daab6c
 def page_verdict(*pages: str, path: str | Path | None = None) -> str:
     """The committed claims of `pages` (notebook names, e.g. '05_coverage') as Markdown: the paper's claim and number,
-    ours, and the verdict with why; one claim as a callout, several as a table. `path`: the claims file (`CLAIMS_FILE`)."""
+    ours, and the verdict with why; one claim as a callout, several as a table. `path`: the claims file
+    (`CLAIMS_FILE`)."""
     claims = read_csv_named(Path(path) if path is not None else repo_path(CLAIMS_FILE),
                             "write it again: `python scripts/write_claims.py`")
     rows = claims[claims.page.isin(pages)]
-    if rows.empty: raise ValueError(f"no claim of the table is on the pages {list(pages)}: pass a page of {sorted(set(claims.page))}")
+    if rows.empty:
+        raise ValueError(f"no claim of the table is on the pages {list(pages)}: "
+                         f"pass a page of {sorted(set(claims.page))}")
     if len(rows) > 1:
         return ("**The paper's claims here, and ours** ([all claims](claims.ipynb)):\n\n"
-                + markdown_table(pd.DataFrame({"where": rows.section + ", " + rows.figure, "the paper's claim": rows.claim,
-                                               "the paper": rows.paper, "ours": rows.ours, "verdict": rows.verdict,
-                                               "why": rows.why})))
+                + markdown_table(pd.DataFrame({"where": rows.section + ", " + rows.figure,
+                                               "the paper's claim": rows.claim, "the paper": rows.paper,
+                                               "ours": rows.ours, "verdict": rows.verdict, "why": rows.why})))
     r = rows.iloc[0]
-    return (f"::: {{.callout-note}}\n## {r.section}, {r.figure}: {r.verdict}\n\n**The paper:** {r.claim}: {r.paper}.\n\n"
+    return (f"::: {{.callout-note}}\n## {r.section}, {r.figure}: {r.verdict}\n\n"
+            f"**The paper:** {r.claim}: {r.paper}.\n\n"
             f"**Ours:** {r.ours}.\n\n**Why:** {r.why}. ([All claims](claims.ipynb))\n:::")

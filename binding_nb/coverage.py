@@ -24,7 +24,7 @@ from .checkpoints import check_checkpoint_path, run_checkpoint
 from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, SPLIT_METRICS, train_run
 from .config import check_config, RunConfig
 from .results import ResultsTable
-from .utils import in_processes, resolve_device, save_figure, whole_number
+from .utils import in_processes, legend_below, resolve_device, save_figure, whole_number
 
 # %% auto #0
 __all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir',
@@ -229,7 +229,6 @@ def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, n
                                                                                      "training)", ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("held-out accuracy")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))                                    # the legend below the panels: it covers no data
-    fig.legend(*axes[0, -1].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    legend_below(fig, axes[0, -1])
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

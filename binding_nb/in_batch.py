@@ -211,7 +211,8 @@ def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
         out[f"{kind}_acc_in_batch"] = in_batch_accuracy(correct, active, batch_size)
     single = scene_sizes(scenes) == 1
     sizes = (("single", single), ("multi", ~single)) if by_size else ()
-    out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size) for part, mask in sizes}
+    out |= {f"object_acc_in_batch_{part}": in_batch_accuracy(correct, active & mask, batch_size)
+            for part, mask in sizes}
     # the baseline on the object candidates (`cand`, `active` of the last pass), and by size on the same scenes
     if baseline:
         bag = bag_of_concepts_in_batch(space, scenes, cand)

@@ -26,8 +26,8 @@ from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_valid
 from .in_batch import in_batch_recognition
 from .config import run_config, RunConfig
 from .train import embed_all_queries, IN_BATCH_METRICS
-from .utils import (file_signature, fingerprint, in_processes, make_generator, save_figure, verified_digest,
-                              whole_number)
+from .utils import (file_signature, fingerprint, in_processes, legend_below, make_generator, save_figure,
+                              verified_digest, whole_number)
 
 
 # %% auto #0
@@ -399,11 +399,11 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
         ref = d.groupby("model_coverage")[["ceiling_object_acc", "bag_of_concepts_acc"]].mean()
         ax.plot(ref.index, ref.ceiling_object_acc, "k:s", ms=3, label="the model itself")
         ax.plot(ref.index, ref.bag_of_concepts_acc, "--", color="0.5", label="bag-of-concepts baseline")
-        ax.set(title=f"{arch}\nC={C}, V={V}", xlabel="model coverage", xlim=(0, 1), ylim=(-0.03, 1.03)); ax.grid(alpha=0.3)
-        ax.title.set_fontsize(9)                                        # every panel spans the coverages, one point or more
+        # every panel spans the coverages, one point or more
+        ax.set(title=f"{arch}\nC={C}, V={V}", xlabel="model coverage", xlim=(0, 1), ylim=(-0.03, 1.03))
+        ax.grid(alpha=0.3); ax.title.set_fontsize(9)
     axes[0, 0].set_ylabel("held-out object recognition")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))                              # the legend below the panels: it covers no data
-    fig.legend(*axes[0, -1].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    legend_below(fig, axes[0, -1], bottom=0.12)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 

@@ -160,7 +160,8 @@ COVERAGE_NUMBERS = pd.DataFrame([
 ], columns=["figure", "measure", "key", "paper", "source"])
 PIXEL_NUMBERS = pd.DataFrame([
     ("App. E", "encoders trained from scratch on pixels learn a low-complexity, multiplicative binding that "
-     "generalises to held-out objects", "vision_from_scratch", "shallow MLPs approximate the binding; the global product recovers "
+     "generalises to held-out objects", "vision_from_scratch",
+     "shallow MLPs approximate the binding; the global product recovers "
      "held-out object recognition, at three levels of visual difficulty", _PL + ", App. E"),
 ], columns=["figure", "measure", "key", "paper", "source"])
 

@@ -34,8 +34,8 @@ __all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file',
            'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason',
            'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number',
            'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv', 'read_csv_named', 'parse_list',
-           'name_list', 'parse_flag', 'save_figure', 'show_figure', 'show_table', 'in_processes', 'repo_root',
-           'repo_path', 'front_page_links']
+           'name_list', 'parse_flag', 'save_figure', 'show_figure', 'legend_below', 'show_table', 'in_processes',
+           'repo_root', 'repo_path', 'front_page_links']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -395,6 +395,13 @@ def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | No
     Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.FASTOCTREE).save(lean, format="PNG",
                                                                                             optimize=True)
     display(PNG(data=lean.getvalue()))
+
+# %% ../nbs/utils.ipynb #4870127c
+def legend_below(fig, ax, bottom: float = 0.1, ncol: int = 3) -> None:
+    """Lay out `fig` with `bottom` (a fraction of its height) free under the axes, and put `ax`'s legend there, where it
+    covers no data."""
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=ncol, fontsize=8, frameon=False)
 
 # %% ../nbs/utils.ipynb #1081912e
 def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) -> None:

@@ -393,8 +393,8 @@ def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
 
 # %% ../../nbs/03f_tables.ipynb #d4a59640
 def plot_mds_panels(points: pd.DataFrame, columns: int = 4):
-    """Fig. 2 for several runs: a `plot_mds` panel per run of `points` (`mds_points`' rows, with each run's name in `run`
-    and its MDS stress in `stress`), `columns` to a row."""
+    """Fig. 2 for several runs: a `plot_mds` panel per run of `points` (`mds_points`' rows, with each run's name in
+    `run` and its MDS stress in `stress`), `columns` to a row."""
     import matplotlib.pyplot as plt
     runs = list(dict.fromkeys(points.run))
     rows, cols = -(-len(runs) // columns), min(len(runs), columns)
