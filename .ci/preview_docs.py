@@ -213,9 +213,13 @@ MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFon
 </script>
 {{ super() }}
 <script>if (window.MathJax) MathJax.Hub.Register.StartupHook("End", function () {
-  MathJax.Hub.Queue(function () { document.documentElement.dataset.mathjax = "done"; }); });</script>
+  MathJax.Hub.Queue(function () {
+    var root = document.documentElement, fig = document.querySelector("main figure, main .jp-RenderedImage img");
+    if (fig) root.dataset.firstFigureTop = Math.round(fig.getBoundingClientRect().top + window.scrollY);
+    root.dataset.mathjax = "done"; }); });</script>
 {% endblock html_head_js_mathjax %}
 {% block body_header %}{{ super() }}
+{% if resources.results_page %}<script>document.documentElement.dataset.resultsPage = "yes";</script>{% endif %}
 <nav class="preview-sidebar"><p class="preview-site">{{ resources.site_title | e }}</p>
 {% for s in resources.sections or [dict(title="", pages=resources.pages)] -%}
 {% if s.title %}<p class="preview-section">{{ s.title | e }}</p>{% endif %}<ul>
@@ -309,6 +313,11 @@ def copy_mathjax(out: Path) -> None:
     shutil.copytree(static, out / MATHJAX_DIR, dirs_exist_ok=True)
 
 
+def is_results_page(nb: NotebookNode) -> bool:
+    "A page that opens with its verdict from the claims table (`page_verdict`): it must show its main figure early."
+    return any(c.cell_type == "code" and "page_verdict(" in c.source for c in nb.cells)
+
+
 def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", site_title: str = "docs",
           css: Path | None = None, sidebar: Path | None = None) -> list[Path]:
     """Convert every processed notebook to a page in `out`, in the sections and order of `sidebar` (Quarto's
@@ -330,7 +339,7 @@ def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", si
                  for s, n in nbs_.items()}
         grouped = [dict(title=t, pages=[pages[p] for p in ps]) for t, ps in sections] if sections else None
         resources = dict(pages=list(pages.values()), sections=grouped, site_title=site_title, preview_css=style,
-                         metadata=dict(name=src.stem))
+                         metadata=dict(name=src.stem), results_page=is_results_page(nb))
         try: body, _ = exporter.from_notebook_node(nb, resources=resources)
         except Exception as e: failed.append(f"{src}: {type(e).__name__}: {e}"); continue
         (page := out / names[src]).write_text(body, encoding="utf-8")
@@ -342,8 +351,11 @@ def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", si
 # ------------------------------------------------------------------------------------------------------------ check
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+SCREEN = (1280, 1000)    # the reader's window: a results page's first figure starts within its first two screens
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync")
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--window-size={SCREEN[0]},{SCREEN[1]}")
+OUTPUT_NOISE = re.compile(r"\b\w+Warning\b|/tmp/|ipykernel_\d+")   # what no rendered output should show
 ATTR_TEXT = re.compile(r"\{(?:target|style|class|width|height|fig-[\w-]*)=|\{[#.][\w-]+[^}]*\}")
 RAW_MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
 OPTION_TEXT = re.compile(r"^\s*#\s*\|", re.M)
@@ -385,6 +397,15 @@ def dom_problems(dom: str) -> list[str]:
                            (RAW_MATH, prose, "untypeset math visible"),
                            (FRONT_MATTER_TEXT, page, "raw front matter visible")]:
         if m := rx.search(text): problems.append(f"{what}: {text[max(0, m.start() - 30):m.end() + 30]!r}")
+    outputs = "\n".join(visible_text(n) for n in soup.select(".jp-OutputArea"))
+    if m := OUTPUT_NOISE.search(outputs):
+        problems.append(f"a warning or a temporary path in an output: {outputs[max(0, m.start() - 30):m.end() + 60]!r}")
+    if soup.html is not None and soup.html.get("data-results-page"):
+        top = soup.html.get("data-first-figure-top")
+        if top is None: problems.append("a results page without a figure")
+        elif int(top) > 2 * SCREEN[1]:
+            problems.append(f"the first figure starts {int(top):,} px down, below the first two screens "
+                            f"({2 * SCREEN[1]:,} px at {SCREEN[0]:,} px wide)")
     return problems
 
 
@@ -445,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"checking {len(pages)} pages in headless {Path(browser).name}")
     if report := check(pages, browser):
         print("FAIL: the docs preview shows what the real docs would not:\n  " + "\n  ".join(report)); return 1
-    print("docs preview: every page has its title, typeset math, no `#|` lines, no attribute text")
+    print("docs preview: every page has its title, typeset math, no `#|` lines, no attribute text, no warning or "
+          "temporary path in its outputs, and every results page its first figure within two screens")
     return 0
 
 

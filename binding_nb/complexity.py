@@ -5,12 +5,15 @@
 # %% ../nbs/04_complexity.ipynb #f0b2fb64
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from pathlib import Path
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 import numpy as np
 import pandas as pd
 import torch
@@ -18,12 +21,13 @@ import torch
 from .approximators import FAMILIES, family, form_embeddings, form_queries, held_out_reference, unprobed
 from .datasets import all_pairs
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
+from .paper import COMPLEXITY_NUMBERS
 from .scenes import ConceptSpace
 from .results import ResultsTable
 from .sweeps import (best_on_test, Cell, fit_cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep,
                                select_on_validation, setting_labels)
 from .toys import toy_embeddings
-from .utils import fingerprint, resolve_device, save_figure, whole_number
+from .utils import fingerprint, in_processes, resolve_device, save_figure, whole_number
 
 # %% auto #0
 __all__ = ['KNOWN_VALUES', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'SHARED_RANKS', 'OWN_PROBE',
@@ -151,36 +155,56 @@ def summarize_complexity(results: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 # %% ../nbs/04_complexity.ipynb #c162ad30
-def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig4_complexity"):
-    """Fig. 4: per run, held-out concept (solid) and object (dashed) recognition of the validation-selected
-    approximators vs coverage, with the ceiling, the baseline and (light, dotted) the paper's best-on-test object
-    recognition."""
+def _paper_bound(key: str) -> float:
+    "The paper's bound on pretrained CLIP in Fig. 4 (`COMPLEXITY_NUMBERS`' `key`), as a number."
+    text = COMPLEXITY_NUMBERS.query("figure == 'Fig. 4' and model == 'CLIP ViT-B/32' and key == @key").paper.item()
+    return float(re.search(r"\d+(\.\d+)?", text).group())
+
+def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig4_complexity",
+                    ncols: int = 2):
+    """Fig. 4: per run (panels in `ncols` columns), held-out concept (solid) and object (dashed) recognition of each
+    family's validation-selected approximator vs coverage, light dotted the object recognition of the paper's
+    selection (best on test), with the probes on the real embeddings, the bag-of-concepts baseline and the paper's
+    bounds on pretrained CLIP shaded."""
     runs = list(dict.fromkeys(summary.run))
     if not runs:                                        # an empty summary: a figure that says so
         fig, ax = plt.subplots(figsize=(4.2, 1.2)); ax.axis("off")
         ax.text(0.5, 0.5, "no finished cell to plot", ha="center", va="center")
         if output_dir is not None: save_figure(fig, output_dir, name)
         return fig
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.6), squeeze=False, sharey=True)
-    colors = {f: f"C{i}" for i, f in enumerate(FAMILIES)}
-    for ax, run in zip(axes[0], runs):
+    ncols = min(ncols, len(runs)); nrows = -(-len(runs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.1 * ncols, 3.0 * nrows + 1.1), squeeze=False, sharey=True,
+                             sharex=True)
+    present = [f for f in FAMILIES if f in set(summary.family)]           # one colour per family shown, FAMILIES' order
+    colors = {f: f"C{i % 10}" for i, f in enumerate(present)}
+    objects, concepts = _paper_bound("max_object"), _paper_bound("min_concept_above_0.3")
+    for ax, run in zip(axes.flat, runs):
         df = summary[summary.run == run]
         ref = df.groupby("coverage")[["ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc"]].mean()
-        ax.plot(ref.index, ref.ceiling_concept_acc, ":", color="0.3", lw=2, label="real embeddings: concept")
-        ax.plot(ref.index, ref.ceiling_object_acc, ":", color="0.65", lw=2, label="real embeddings: object")
-        ax.plot(ref.index, ref.bag_of_concepts_acc, "-.", color="k", lw=1, label="bag-of-concepts baseline")
+        ax.axhspan(0, objects, color="C3", alpha=0.1, lw=0)
+        ax.fill_between([0.3, 1.0], concepts, 1.0, color="C2", alpha=0.1, lw=0)
+        ax.plot(ref.index, ref.ceiling_concept_acc, ":", color="0.3", lw=2)
+        ax.plot(ref.index, ref.ceiling_object_acc, ":", color="0.65", lw=2)
+        ax.plot(ref.index, ref.bag_of_concepts_acc, "-.", color="k", lw=1)
         for fam, d in df.groupby("family", sort=False):
-            ax.plot(d.coverage, d.concept_acc, "-o", color=colors[fam], ms=4, label=f"{fam}: concept")
-            ax.plot(d.coverage, d.object_acc, "--s", color=colors[fam], ms=4, mfc="none", label=f"{fam}: object")
-            ax.plot(d.coverage, d.object_acc_test_max, ":", color=colors[fam], alpha=0.45, label=f"{fam}: object, best "
-                                                                                                 f"on test (the "
-                                                                                                 f"paper's)")
-        ax.set(title=run, xlabel="coverage (fraction of objects seen)", ylim=(-0.03, 1.03)); ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("held-out recognition")
-    handles, labels = axes[0, -1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), fontsize=8,
-               frameon=False)
-    fig.tight_layout()
+            ax.plot(d.coverage, d.concept_acc, "-o", color=colors[fam], ms=4)
+            ax.plot(d.coverage, d.object_acc, "--s", color=colors[fam], ms=4, mfc="none")
+            ax.plot(d.coverage, d.object_acc_test_max, ":", color=colors[fam], alpha=0.45)
+        ax.set(xlim=(0, 1), ylim=(-0.03, 1.03)); ax.set_title(run, fontsize=9); ax.grid(alpha=0.3)
+    for ax in axes.flat[len(runs):]: ax.axis("off")
+    for ax in axes[:, 0]: ax.set_ylabel("held-out recognition")
+    for ax in axes[-1]: ax.set_xlabel("coverage (fraction of objects seen)")
+    line = lambda style, color, **kw: Line2D([], [], ls=style, color=color, **kw)
+    patch = lambda color: Patch(color=color, alpha=0.2, lw=0)
+    legend = {**{fam: line("-", colors[fam]) for fam in present},
+              "concept": line("-", "0.4", marker="o", ms=4), "object": line("--", "0.4", marker="s", ms=4, mfc="none"),
+              "object, the paper's selection (best on test)": line(":", "0.4", alpha=0.6),
+              "real embeddings: concept": line(":", "0.3", lw=2), "real embeddings: object": line(":", "0.65", lw=2),
+              "bag-of-concepts baseline": line("-.", "k"),
+              f"paper, pretrained CLIP: objects ≤ {objects:.2f}": patch("C3"),
+              f"paper, pretrained CLIP: concepts ≥ {concepts:.2f} (coverage > 0.3)": patch("C2")}
+    fig.tight_layout(rect=(0, 1.0 / (3.0 * nrows + 1.1), 1, 1))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
@@ -221,28 +245,39 @@ def known_failures(known: pd.DataFrame) -> list[str]:
                   for r in table.itertuples() if not r.r2 < 0.05]
 
 # %% ../nbs/04_complexity.ipynb #34371f79
+def _timed_sweep(table: SceneTable, cells: list, coverages: list, seeds: list, output_dir: Path, device,
+                 progress: bool, options: dict) -> tuple[pd.DataFrame, float]:
+    "One run's `sweep` and its wall time: a job of `run_complexity`'s workers."
+    t0 = time.perf_counter()
+    rows = sweep(table, table.name, cells, coverages, seeds, output_dir, device=device, progress=progress, **options)
+    return rows, round(time.perf_counter() - t0, 2)
+
 def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an encoder and its weights
                    cells: Sequence[Cell], coverages: Sequence[float], seeds: Sequence[int], output_dir: str | Path,
                    cache_dir=".cache/embeddings", embed_batch_size: int = 64, device="auto",
                    dataset_options: dict | None = None,
-                   progress: bool = True, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Embed each run's dataset (through the embedding cache) and sweep it; a run whose weights or data are missing is
-    'not run'. Status and results."""
+                   progress: bool = True, workers: int = 1, **sweep_options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Embed each run's dataset (through the embedding cache), then sweep the runs, in `workers` processes on a CPU
+    (the largest run first); a run whose weights or data are missing is 'not run'. Status and results."""
     cells = list(cells)
     if not cells: raise ValueError("no cells to fit: build them with grid(...)")
     for c in cells: family(c.family)
-    resolve_device(device)
+    workers = whole_number(workers, "workers (processes side by side)", low=1)
+    if resolve_device(device).type == "cuda": workers = 1                    # CUDA does not fork: one process
     from binding_nb.runs import embed_runs   # here, not at the top: the encoders load only for a sweep of named runs
-    status, results = [], []
+    status, tables = [], {}
     for row, data, emb in embed_runs(runs, cache_dir, embed_batch_size, device, dataset_options, progress):
         if data is not None:
-            table = scene_table(emb, data, n_objects=2, name=row["run"])
-            t0 = time.perf_counter()
-            results.append(sweep(table, row["run"], cells, coverages, seeds, output_dir, device=device,
-                                 progress=progress, **sweep_options))
-            row.update(scenes=table.n, objects=len(table.objects), dim=table.d,
-                       embed_seconds=row.pop("prepare_seconds"),
-                       sweep_seconds=round(time.perf_counter() - t0, 2))
+            tables[row["run"]] = table = scene_table(emb, data, n_objects=2, name=row["run"])
+            row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"))
         status.append(row)
+    order = sorted(tables, key=lambda r: -tables[r].n)                       # the longest sweep starts first
+    swept = dict(zip(order, in_processes(
+        _timed_sweep, [(tables[r], cells, list(coverages), list(seeds), Path(output_dir), device,
+                        progress and workers == 1, sweep_options) for r in order],
+        workers, "complexity sweeps", progress=progress and workers > 1, label=lambda job: job[0].name)))
+    for row in status:
+        if row["run"] in swept: row["sweep_seconds"] = swept[row["run"]][1]
+    results = [swept[r][0] for r in tables]                                  # in the runs' order
     return pd.DataFrame(status), (pd.concat(results, ignore_index=True) if results
                                   else pd.DataFrame(columns=list(COMPLEXITY_RESULTS.columns)))

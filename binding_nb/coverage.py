@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from .loop import TrainingDiverged
 from .checkpoints import check_checkpoint_path, run_checkpoint
-from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, SPLIT_METRICS, train_run
+from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, train_run
 from .config import check_config, RunConfig
 from .results import ResultsTable
 from .utils import in_processes, legend_below, resolve_device, save_figure, whole_number
@@ -201,34 +201,38 @@ def summarize_coverage(results: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/05_coverage.ipynb #bb33e680
 def plot_coverage(summary: pd.DataFrame, output_dir: str | Path | None = None, name: str = "fig6_coverage",
-                  labels: dict[str, str] | None = None):
-    """Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting, with the
-    bag-of-concepts baseline, exhaustive and (lighter, where measured) in-batch; `labels`: a name per model_key."""
+                  labels: dict[str, str] | None = None, ncols: int = 3):
+    """Fig. 6: held-out concept and object recognition vs coverage, one panel per (C, V) and setting (`ncols` to a
+    row), with the bag-of-concepts baseline, exhaustive and (lighter, where measured) in-batch; `labels`: a name per
+    model_key."""
     # panels in the order of `labels`, then by key
     order = {key: i for i, key in enumerate(labels or {})}
     panels = sorted(summary.groupby(["C", "V", "model_key"]),
                     key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order)), kv[0][2]))
     # name the setting only when it tells panels apart
     several = summary.groupby(["C", "V"]).model_key.nunique().max() > 1
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
+    ncols = max(1, min(ncols, len(panels))); nrows = -(-len(panels) // ncols)
+    height = 2.9 * nrows + 1.0
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols, height), squeeze=False, sharey=True)
+    for ax in axes.flat[len(panels):]: ax.axis("off")
     styles = dict(concept_acc=("concept recognition (exhaustive)", "C0", "-o", 1.0),
                   object_acc=("object recognition (exhaustive)", "C3", "-o", 1.0),
                   object_acc_hard=("object rec. (hard negatives)", "C1", ":s", 1.0),
                   bag_of_concepts_acc=("bag of concepts (exhaustive)", "0.4", "--", 1.0),
                   object_acc_in_batch=("object rec. (in-batch, the paper's)", "C3", "-^", 0.4),
                   bag_of_concepts_acc_in_batch=("bag of concepts (in-batch)", "0.4", ":", 0.5))
-    for ax, ((C, V, key), df) in zip(axes[0], panels):
+    for ax, ((C, V, key), df) in zip(axes.flat, panels):
         for col, (label, color, fmt, alpha) in styles.items():
             if df[col].isna().all(): continue                                  # in-batch: not measured in older tables
             ax.plot(df.coverage, df[col], fmt, color=color, label=label, ms=4, alpha=alpha)
             if df[f"{col}_ci95"].notna().any():
                 ax.fill_between(df.coverage, df[col] - df[f"{col}_ci95"], df[col] + df[f"{col}_ci95"], color=color,
                                 alpha=0.2 * alpha)
-        ax.set(title=f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several
-                                                          or labels else ""), xlabel="coverage (fraction of objects in "
-                                                                                     "training)", ylim=(-0.03, 1.03))
+        ax.set(xlabel="coverage", ylim=(-0.03, 1.03))
+        ax.set_title(f"C={C}, V={V}  (|O|={V ** C:,})" + (f"\n{(labels or {}).get(key, f'setting {key}')}" if several
+                                                           or labels else ""), fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("held-out accuracy")
-    legend_below(fig, axes[0, -1])
+    for ax in axes[:, 0]: ax.set_ylabel("held-out accuracy")
+    legend_below(fig, axes.flat[len(panels) - 1], bottom=0.5 / height)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

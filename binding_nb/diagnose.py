@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 from fastcore.script import Param, call_parse, store_true
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import __version__
 from .cache import check_cache_dir, embed

@@ -110,16 +110,21 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
     _check_protocol(protocol)
     x, y = FIG9_PROTOCOLS[protocol]
     forms = list(dict.fromkeys(table.form)) or ["global_product"]
-    fig, axes = plt.subplots(1, len(forms), figsize=(4.2 * len(forms), 4.5), squeeze=False, sharey=True,
-                             layout="constrained")
+    ncols = min(2, len(forms)); nrows = -(-len(forms) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.7 * ncols, 3.6 * nrows + 0.4), squeeze=False, sharey=True,
+                             sharex=True, layout="constrained")
+    for ax in axes.flat[len(forms):]: ax.axis("off")
     archs = {a: f"C{k}" for k, a in enumerate(sorted(points.architecture.unique()))}   # one colour each, every panel
-    for ax, form in zip(axes[0], forms):
+    for ax, form in zip(axes.flat, forms):
         for arch, d in points[points.form == form].groupby("architecture"):
             ax.scatter(d[x], d[y], color=archs[arch], s=22, label=arch)
         lines = [f"C={t.C}, V={t.V}: r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}], {t.n_models} models"
                  for t in table[table.form == form].itertuples()]
         _unit_axes(ax); ax.set_title("\n".join([form.replace("_", " ")] + lines), fontsize=8)
-    axes[0, 0].set_ylabel("form's"); axes[0, 0].legend(fontsize=7)
+    for ax in axes[:, 0]: ax.set_ylabel("form's")
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below the panels
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 3), fontsize=8,
+               frameon=False)
     fig.suptitle(f"held-out object recognition, {FIG9_SHORT[protocol]}", fontsize=9)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
@@ -130,7 +135,7 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
     recognition against the model's own, coloured by architecture; each title gives r with its plain and cluster
     intervals (`fig9_statistics`'s `stats`)."""
     protocols = [p for p in FIG9_PROTOCOLS if p in points]
-    fig, axes = plt.subplots(1, len(protocols), figsize=(3.6 * len(protocols), 3.9), squeeze=False, sharex=True,
+    fig, axes = plt.subplots(1, len(protocols), figsize=(2.9 * len(protocols), 3.9), squeeze=False, sharex=True,
                              sharey=True, layout="constrained")
     archs = {a: f"C{k}" for k, a in enumerate(sorted(set().union(*(points[p].architecture for p in protocols))))}
     for ax, p in zip(axes[0], protocols):
@@ -141,7 +146,10 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
         _unit_axes(ax)
         ax.set_title(f"{FIG9_SHORT[p]}: {int(t.n_models)} models\nr = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}]\n"
                      f"clusters [{t.r_low_cluster:.2f}, {t.r_high_cluster:.2f}]", fontsize=8)
-    axes[0, 0].set_ylabel(f"{form.replace('_', ' ')}'s"); axes[0, 0].legend(fontsize=7, loc="upper left")
+    axes[0, 0].set_ylabel(f"{form.replace('_', ' ')}'s")
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below the panels
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 3), fontsize=8,
+               frameon=False)
     fig.suptitle("held-out object recognition", fontsize=9)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig

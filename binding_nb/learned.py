@@ -362,7 +362,7 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
                     as_index=False).mean(numeric_only=True)
     # one colour per coverage
     panels, colour = _panels(df), {c: f"C{k}" for k, c in enumerate(sorted(df.model_coverage.unique()))}
-    fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 5.6), squeeze=False,
+    fig, axes = plt.subplots(2, max(len(panels), 1), figsize=(2.9 * max(len(panels), 1), 5.4), squeeze=False,
                              sharey="row", sharex=True)
     for j, ((C, V, arch), d) in enumerate(panels):
         for cov, dc in d.groupby("model_coverage"):
@@ -379,7 +379,9 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
     for ax in axes.flat: ax.grid(alpha=0.3)
     handles = [plt.Line2D([], [], color=c, marker="o", ms=4,
                           label=f"model coverage {cov:g}") for cov, c in colour.items()]
-    axes[0, 0].legend(handles=handles + [plt.Line2D([], [], color="0.3", ls=":", label="the model itself")], fontsize=7)
+    handles.append(plt.Line2D([], [], color="0.3", ls=":", label="the model itself"))
+    fig.tight_layout(rect=(0, 0.35 / 5.4, 1, 1))                                # the legend below the panels: no data under it
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
@@ -390,7 +392,7 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
     df = select_on_validation(fits[fits.family.isin(list(forms))])
     df = df.groupby(["C", "V", "architecture", "model_coverage", "family"], as_index=False).mean(numeric_only=True)
     panels = _panels(df)
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.8 * max(len(panels), 1), 3.4), squeeze=False,
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(2.9 * max(len(panels), 1), 3.5), squeeze=False,
                              sharey=True)
     for ax, ((C, V, arch), d) in zip(axes[0], panels):
         for k, form in enumerate(forms):
@@ -403,7 +405,7 @@ def plot_forms(fits: pd.DataFrame, forms: Sequence[str] = ("additive", "per_obje
         ax.set(title=f"{arch}\nC={C}, V={V}", xlabel="model coverage", xlim=(0, 1), ylim=(-0.03, 1.03))
         ax.grid(alpha=0.3); ax.title.set_fontsize(9)
     axes[0, 0].set_ylabel("held-out object recognition")
-    legend_below(fig, axes[0, -1], bottom=0.12)
+    legend_below(fig, axes[0, -1], bottom=0.17)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 

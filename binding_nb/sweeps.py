@@ -26,9 +26,9 @@ from .utils import name_list, number_in, set_aside, whole_number, writable_folde
 
 # %% auto #0
 __all__ = ['SceneSplit', 'holdout_split', 'Cell', 'grid', 'best_over_steps', 'last_over_steps', 'fit_objects', 'regime',
-           'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch', 'made_settings', 'other_data',
-           'refuse_other_data', 'SweepPlan', 'plan_sweep', 'fit_sweep', 'select_on_validation', 'setting_labels',
-           'best_on_test']
+           'MemorisationWarning', 'warn_memorisation', 'fit_cell', 'fit_row_checks', 'settings_mismatch',
+           'made_settings', 'other_data', 'refuse_other_data', 'SweepPlan', 'plan_sweep', 'fit_sweep',
+           'select_on_validation', 'setting_labels', 'best_on_test']
 
 # %% ../nbs/04b_sweeps.ipynb #0c539720
 @dataclass(frozen=True)
@@ -200,6 +200,9 @@ def regime(cell: Cell, n_objects: int, values_per_concept: Sequence[int], dim: i
     in `dim` dimensions (`memorises`), else 'ok'."""
     return "memorises" if memorises(cell.family, cell.capacity, n_objects, values_per_concept, dim) else "ok"
 
+class MemorisationWarning(UserWarning):
+    "Fits of a sweep that can memorise the objects they are fitted on: their results rows say so (regime 'memorises')."
+
 def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per_concept: Sequence[int],
                       dim: int) -> None:
     """One warning naming the fits of `cells` that can memorise their fit objects (`objects`: per split, their number)
@@ -213,7 +216,7 @@ def warn_memorisation(cells: Sequence[Cell], objects: dict[str, int], values_per
                       f"'memorises' in the table): "
                       + "; ".join(f"{f} rank {r}, {w}: {n} fit objects"
                                   for f, r, w, n in hits[:4]) + (" ..." if len(hits) > 4 else "")
-                      + ". Choose a smaller rank, or a larger space or fraction", stacklevel=3)
+                      + ". Choose a smaller rank, or a larger space or fraction", MemorisationWarning, stacklevel=3)
 
 def fit_cell(table: SceneTable, split: SceneSplit, cell: Cell, probes: Probes, steps: int = 1000,
              batch_size: int | None = 4096,

@@ -30,12 +30,12 @@ import pandas as pd
 import torch
 
 # %% auto #0
-__all__ = ['WEIGHT_SUFFIXES', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside', 'is_set_aside', 'is_bookkeeping',
-           'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified', 'verified_digest', 'safe_reason',
-           'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch', 'seeded_subset', 'whole_number',
-           'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv', 'read_csv_named', 'parse_list',
-           'name_list', 'parse_flag', 'save_figure', 'show_figure', 'legend_below', 'show_table', 'in_processes',
-           'repo_root', 'repo_path', 'front_page_links']
+__all__ = ['WEIGHT_SUFFIXES', 'FIGURE_DPI', 'PAGE_WIDTH_PX', 'resolve_device', 'make_generator', 'atomic_file', 'set_aside',
+           'is_set_aside', 'is_bookkeeping', 'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified',
+           'verified_digest', 'safe_reason', 'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch',
+           'seeded_subset', 'whole_number', 'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv',
+           'read_csv_named', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'legend_below',
+           'show_table', 'in_processes', 'repo_root', 'repo_path', 'front_page_links']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -382,10 +382,14 @@ def save_figure(fig, output_dir: str | os.PathLike, name: str, dpi: int = 100) -
     return paths
 
 # %% ../nbs/utils.ipynb #692e4071
-def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | None = None, dpi: int = 70,
+FIGURE_DPI = 100        # the least resolution a page shows a figure at: 8-pt text is then 11 px
+PAGE_WIDTH_PX = 900     # the widest figure a page shows at full size, so that its text keeps its size
+
+def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | None = None, dpi: int = FIGURE_DPI,
                 colours: int = 64) -> None:
     """Save `fig` as `output_dir/name.png` and `.pdf` when named; show it on the page as a small PNG of `colours`
-    colours (16 will do for line plots), and close it."""
+    colours (16 will do for line plots) that records its `dpi`, and close it. A figure at most `PAGE_WIDTH_PX` / `dpi`
+    inches wide is shown at full size."""
     from IPython.display import Image as PNG, display
     from PIL import Image
     import matplotlib.pyplot as plt
@@ -393,7 +397,7 @@ def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | No
     raw, lean = io.BytesIO(), io.BytesIO()
     fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight"); plt.close(fig)
     Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.FASTOCTREE).save(lean, format="PNG",
-                                                                                            optimize=True)
+                                                                                            optimize=True, dpi=(dpi, dpi))
     display(PNG(data=lean.getvalue()))
 
 # %% ../nbs/utils.ipynb #4870127c

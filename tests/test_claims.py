@@ -122,3 +122,30 @@ def test_the_committed_pixel_run_is_the_one_07_shows():
     assert list(shown.index) == list(committed.index)
     for col in ("concept_acc", "object_acc", "bag_of_concepts_acc"):
         assert (shown[col] - committed[col]).abs().max() < 5e-4, col       # the page shows three places
+
+
+def test_the_committed_default_run_is_the_one_04_shows():
+    "results/complexity/default_run holds the run whose headlines 04's page shows, value for value at two places."
+    import re
+    cells = json.loads(repo_path("nbs/04_complexity.ipynb").read_text())["cells"]
+    cell = next(c for c in cells if c["cell_type"] == "code" and "headlines = summary.groupby" in "".join(c["source"]))
+    html = next("".join(o["data"]["text/html"]) for o in cell["outputs"] if "text/html" in o.get("data", {}))
+    rows = re.findall(r"<tr>(.*?)</tr>", html.split("</thead>")[1])
+    shown = [[float(v) for v in re.findall(r"<td>(.*?)</td>", r)] for r in rows]
+    committed = pd.read_csv(repo_path("results/complexity/default_run/complexity_headlines.csv"))
+    assert len(shown) == len(committed) and (abs(pd.DataFrame(shown).values - committed.iloc[:, 2:].values) < 5.01e-3).all()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "nbs/index.ipynb"])
+def test_the_page_table_names_each_page_by_its_title(doc):
+    "The README's and the index's table of pages calls each page what its own title, and so the docs' sidebar, calls it."
+    import re
+    text = repo_path(doc).read_text()
+    if doc.endswith(".ipynb"):
+        text = "\n\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+    table = text.split("| page | paper | modules | what it holds |")[1].split("\n\n")[0]
+    rows = re.findall(r"^\| \[([^\]]+)\]\((?:nbs/)?(\w+)\.ipynb\) \|", table, flags=re.M)
+    assert len(rows) >= 40
+    for shown, page in rows:
+        first = json.loads(repo_path(f"nbs/{page}.ipynb").read_text())["cells"][0]["source"]
+        assert shown == "".join(first).splitlines()[0].lstrip("# ").strip(), f"{doc} calls {page} {shown!r}"

@@ -136,3 +136,34 @@ def test_browser_check_tells_good_from_bad(tmp_path):
     assert all(line.startswith("plain.html") for line in report), report
     for what in ("MathJax did not finish", "no title block", "`#|` visible", "attribute text", "front matter"):
         assert any(what in line for line in report), (what, report)
+
+
+def _png() -> str:
+    import base64, io
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(3, 2)); ax.plot([0, 1]); buf = io.BytesIO(); fig.savefig(buf, format="png"); plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def results_page(filler: int, warning: bool = False) -> nbformat.NotebookNode:
+    "A results page (it calls `page_verdict`) with `filler` paragraphs before its first figure, and maybe a warning shown."
+    figure = new_output("display_data", data={"image/png": _png(), "text/plain": "<Figure>"})
+    noise = [new_output("stream", name="stderr", text="/tmp/ipykernel_1/2.py:3: UserWarning: careful\n")] if warning else []
+    return new_notebook(cells=[
+        new_raw_cell("---\ntitle: A result\n---\n\n"),
+        new_code_cell("#| echo: false\nMarkdown(page_verdict('04_complexity'))",
+                      outputs=[new_output("execute_result", data={"text/markdown": "**differs**"})]),
+        *[new_markdown_cell("Long method text. " * 60) for _ in range(filler)],
+        new_code_cell("fit()", outputs=noise + [figure])])
+
+
+@pytest.mark.skipif(pd.find_browser() is None, reason="no Chromium to render the page")
+def test_browser_check_finds_a_late_figure_and_a_shown_warning(tmp_path):
+    proc = tmp_path / "_proc"; proc.mkdir()
+    for name, nb in [("01_early", results_page(2)), ("02_late", results_page(40)), ("03_noisy", results_page(1, warning=True))]:
+        nbformat.write(nb, proc / f"{name}.ipynb")
+    pages = pd.build(proc, tmp_path / "out")
+    report = pd.check(pages, pd.find_browser())
+    assert not [line for line in report if line.startswith("01_early")], report
+    assert any(line.startswith("02_late") and "below the first two screens" in line for line in report), report
+    assert any(line.startswith("03_noisy") and "a warning or a temporary path" in line for line in report), report

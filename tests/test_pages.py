@@ -48,3 +48,37 @@ def test_a_page_runs_end_to_end_from_the_root(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Traceback" not in out.read_text()
+
+
+def _shown(page: str):
+    "Each figure and each text output that the committed page `page` shows: ('image', cell, PNG bytes) or ('text', cell, text)."
+    import base64
+    for i, c in enumerate(json.loads((ROOT / "nbs" / page).read_text())["cells"]):
+        for o in c.get("outputs", []):
+            data = o.get("data", {})
+            if "image/png" in data: yield "image", i, base64.b64decode("".join(data["image/png"]))
+            for text in (o.get("text"), data.get("text/plain"), data.get("text/html"), data.get("text/markdown")):
+                if text: yield "text", i, "".join(text)
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")))
+def test_every_figure_a_page_shows_is_drawn_to_be_read(page):
+    "Each figure on a committed page records at least FIGURE_DPI and is at most PAGE_WIDTH_PX wide, so that it is shown at full size."
+    import io
+    from PIL import Image
+    from binding_nb.utils import FIGURE_DPI, PAGE_WIDTH_PX
+    for _, cell, png in (s for s in _shown(page) if s[0] == "image"):
+        im = Image.open(io.BytesIO(png))
+        dpi = im.info.get("dpi", (0, 0))[0]
+        assert dpi >= FIGURE_DPI - 0.5, f"{page}, cell {cell}: a figure at {dpi:.0f} dpi (it records none: drawn before show_figure recorded it)" if not dpi else f"{page}, cell {cell}: a figure at {dpi:.0f} dpi"
+        assert im.width <= PAGE_WIDTH_PX, f"{page}, cell {cell}: a figure {im.width} px wide, shrunk on the page: draw it narrower"
+
+
+NOISE = re.compile(r"\b\w+Warning\b|/tmp/|ipykernel_\d+")
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")))
+def test_no_page_shows_a_warning_or_a_temporary_path(page):
+    "What a committed page shows holds no warning and no temporary path: a reader sees results, not the machine that made them."
+    hits = [(cell, text[m.start() - 60:m.end() + 60]) for kind, cell, text in _shown(page) if kind == "text" for m in [NOISE.search(text)] if m]
+    assert not hits, f"{page} shows {hits[:3]}"

@@ -370,9 +370,9 @@ def mds_points(table: SceneTable, values: Sequence[Sequence[int]] | None = None,
     return df.drop(columns="vector")
 
 # %% ../../nbs/03f_tables.ipynb #07181f15
-def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
+def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None, legend: bool = True):
     """Draw `mds_points`: the objects joined as a quadrilateral, the scenes, and a dashed line from each reconstruction
-    to its scene."""
+    to its scene (with a legend in the panel, unless `legend` is False)."""
     import matplotlib.pyplot as plt
     fig, ax = (plt.subplots(figsize=(4.6, 4)) if ax is None else (ax.figure, ax))
     objs = points[points.kind.str.startswith("object")]
@@ -385,24 +385,30 @@ def plot_mds(points: pd.DataFrame, ax=None, title: str | None = None):
     for (_, s), (_, r) in zip(scenes.iterrows(), recon.iterrows()):
         ax.plot([s.x, r.x], [s.y, r.y], "--", color="C4", lw=1)
     for _, p in points[~points.kind.str.startswith("reconstruction")].iterrows():
-        ax.annotate(p.label, (p.x, p.y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(p.label, (p.x, p.y), fontsize=8, xytext=(3, 3), textcoords="offset points")
     ax.set_title(title or f"MDS of cosine distances (stress {points.attrs.get('stress', float('nan')):.2f})",
                  fontsize=9)
-    ax.set_xticks([]); ax.set_yticks([]); ax.margins(0.3); ax.legend(fontsize=6, loc="best")
+    ax.set_xticks([]); ax.set_yticks([]); ax.margins(0.3)
+    if legend: ax.legend(fontsize=7, loc="best")
     return fig
 
 # %% ../../nbs/03f_tables.ipynb #d4a59640
-def plot_mds_panels(points: pd.DataFrame, columns: int = 4):
+def plot_mds_panels(points: pd.DataFrame, columns: int = 3):
     """Fig. 2 for several runs: a `plot_mds` panel per run of `points` (`mds_points`' rows, with each run's name in
-    `run` and its MDS stress in `stress`), `columns` to a row."""
+    `run` and its MDS stress in `stress`), `columns` to a row, one legend below them."""
     import matplotlib.pyplot as plt
     runs = list(dict.fromkeys(points.run))
     rows, cols = -(-len(runs) // columns), min(len(runs), columns)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    height = 2.9 * rows + 0.5
+    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, height), squeeze=False)
     for ax in axes.flat[len(runs):]: ax.axis("off")
+    legend = {}
     for ax, run in zip(axes.flat, runs):
         d = points[points.run == run]
-        plot_mds(d.drop(columns=["run", "stress"]), ax, f"{run}\nstress {d.stress.iloc[0]:.2f}")
+        title = f"{run.replace(' | ', chr(10), 1)}, stress {d.stress.iloc[0]:.2f}"      # the dataset, then the encoder
+        plot_mds(d.drop(columns=["run", "stress"]), ax, title, legend=False)
         ax.title.set_fontsize(8)
-    fig.tight_layout()
+        legend.update({label: h for h, label in zip(*ax.get_legend_handles_labels())})
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 1))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
     return fig
