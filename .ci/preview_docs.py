@@ -315,7 +315,8 @@ def copy_mathjax(out: Path) -> None:
 
 def is_results_page(nb: NotebookNode) -> bool:
     "A page that opens with its verdict from the claims table (`page_verdict`): it must show its main figure early."
-    return any(c.cell_type == "code" and "page_verdict(" in c.source for c in nb.cells)
+    shows = lambda c: "Markdown(page_verdict(" in c.source and split_options(c.source)[0].get("echo") is False
+    return any(c.cell_type == "code" and shows(c) for c in nb.cells)
 
 
 def build(proc: Path, out: Path, nbs: Path | None = None, site_url: str = "", site_title: str = "docs",
@@ -355,7 +356,7 @@ SCREEN = (1280, 1000)    # the reader's window: a results page's first figure st
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  f"--window-size={SCREEN[0]},{SCREEN[1]}")
-OUTPUT_NOISE = re.compile(r"\b\w+Warning\b|/tmp/|ipykernel_\d+")   # what no rendered output should show
+OUTPUT_NOISE = re.compile(r"\b\w+Warning: |/tmp/|ipykernel_\d+")   # a warning as Python shows it, a temporary path
 ATTR_TEXT = re.compile(r"\{(?:target|style|class|width|height|fig-[\w-]*)=|\{[#.][\w-]+[^}]*\}")
 RAW_MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
 OPTION_TEXT = re.compile(r"^\s*#\s*\|", re.M)

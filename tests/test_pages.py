@@ -74,7 +74,7 @@ def test_every_figure_a_page_shows_is_drawn_to_be_read(page):
         assert im.width <= PAGE_WIDTH_PX, f"{page}, cell {cell}: a figure {im.width} px wide, shrunk on the page: draw it narrower"
 
 
-NOISE = re.compile(r"\b\w+Warning\b|/tmp/|ipykernel_\d+")
+NOISE = re.compile(r"\b\w+Warning: |/tmp/|ipykernel_\d+")   # a warning as Python shows it, a temporary path
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")))
