@@ -26,7 +26,7 @@ from .utils import make_generator, number_in, resolve_device, whole_number
 __all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'PROBE_SOLVER', 'ONE_ADAM_START', 'one_hot_scenes', 'chain_product', 'BindingMLP',
            'Form', 'FormProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'free_directions',
            'memorises', 'solver_settings', 'fit_approximator', 'unprobed', 'score_approximator', 'held_out_reference',
-           'form_encoder', 'form_embeddings', 'form_queries']
+           'form_encoder', 'form_embeddings', 'encoder_queries', 'form_queries', 'separated_global_encoder']
 
 # %% ../nbs/04a_approximators.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -477,13 +477,11 @@ def form_embeddings(space: ConceptSpace, scenes: np.ndarray, form: Form | str, r
         return form_encoder(space, scenes.shape[1], form, rank, dim, seed)(torch.as_tensor(scenes)).numpy()
 
 # %% ../nbs/04a_approximators.ipynb #37f9206a
-def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0,
-                 n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """The own queries of the encoder `form_encoder` draws: per concept value `[sum V_k, dim]` (the mean of its
-    objects') and per object `[|O|, dim]`, the head applied to its slot codes averaged over the slots."""
-    encoder = form_encoder(space, n_slots, form, rank, dim, seed)
+def encoder_queries(space: ConceptSpace, encoder: FormProbe) -> tuple[np.ndarray, np.ndarray]:
+    """The own queries of a form encoder: per concept value `[sum V_k, dim]` (the mean of its objects') and per object
+    `[|O|, dim]`, the head applied to its slot codes averaged over the slots."""
     objects = torch.as_tensor(np.asarray(space.object_values(np.arange(space.n_objects))))         # [|O|, C]
-    idx = encoder.index(objects[:, None, :].expand(-1, n_slots, -1), per_slot=not encoder.form.shared)   # [|O|, m, C]
+    idx = encoder.index(objects[:, None, :].expand(-1, encoder.n_slots, -1), per_slot=not encoder.form.shared)   # [|O|, m, C]
     with torch.no_grad():
         blocks = ([chain_product(F.embedding(idx, encoder.v), 2)] if encoder.form.product else []) + \
                  ([F.embedding(idx, encoder.u).sum(2)] if encoder.form.sum_block else [])
@@ -491,3 +489,24 @@ def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int
     # [|O|, sum V_k]
     member = membership(np.asarray(space.value_index(objects.numpy())), space.n_values, dtype=np.float32)
     return (member.T @ obj) / member.sum(0)[:, None], obj
+
+def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int = 128, seed: int = 0,
+                 n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    "The own queries (`encoder_queries`) of the encoder `form_encoder` draws."
+    return encoder_queries(space, form_encoder(space, n_slots, form, rank, dim, seed))
+
+# %% ../nbs/04a_approximators.ipynb #dd7a2d87
+def separated_global_encoder(space: ConceptSpace, rank: int = 64, sum_scale: float = 0.3, seed: int = 0) -> FormProbe:
+    """A global-product encoder of two slots that binds (ours): each slot's product tables hold random signs on its
+    half of the `rank` columns and 1 on the other half, so that the product over the slots sets the two objects' sign
+    codes side by side; the sum tables are N(0, `sum_scale`^2), and the head is an orthogonal map into 2 x `rank`
+    dimensions. Its own queries (`encoder_queries`) recognise most of its objects."""
+    rank = whole_number(rank, "rank", low=2)
+    if rank % 2: raise ValueError(f"rank must be even (a half of the columns per slot), got {rank}")
+    encoder, half, n = form_encoder(space, 2, "global_product", rank, 2 * rank, seed), rank // 2, space.n_values
+    head = np.linalg.qr(np.random.default_rng(seed).standard_normal((2 * rank, 2 * rank)))[0]   # orthogonal
+    with torch.no_grad():
+        encoder.v.copy_(torch.sign(encoder.v)); encoder.v[:n, half:] = 1.0; encoder.v[n:, :half] = 1.0   # rows: slot 1, slot 2
+        encoder.u.mul_(number_in(sum_scale, "sum_scale", low=0))
+        encoder.head.weight.copy_(torch.as_tensor(head, dtype=torch.float32))
+    return encoder

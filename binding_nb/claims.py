@@ -147,10 +147,14 @@ def known_answers_text(known: pd.DataFrame) -> str:
     products."""
     own = known[known.family == known.code]
     additive = known[(known.family == "additive") & known.code.isin(["per_object_product", "global_product"])]
+    sep = known[known.code == "separated_global_product"].set_index("family")
+    binds = (f"; on a global product that binds (its own recognition {sep.ceiling_object_acc.iloc[0]:.2f}), the "
+             f"global-product probe recognises {sep.object_acc['global_product']:.2f} of the held-out objects and the "
+             f"additive probe {sep.object_acc['additive']:.2f}") if len(sep) else ""
     return (f"each form probe recovers a random code of its own form from half the objects (held-out R² at least "
             f"{np.floor(own.r2.min() * 1000) / 1000:.3f}, ranks {span(known.code_rank, 0, '–')}), "
             f"the additive probe a product code at most "
-            f"{additive.r2.max():.2f}")
+            f"{additive.r2.max():.2f}" + binds)
 
 def complexity_claims() -> list[dict]:
     "§5.1's rows: the paper's bounds for pretrained CLIP and DINOv2, which need weights not available here."

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .approximators import FAMILIES, family, form_embeddings, form_queries, held_out_reference, unprobed
+from .approximators import (FAMILIES, encoder_queries, family, form_embeddings, form_queries, held_out_reference,
+                                      separated_global_encoder, unprobed)
 from .datasets import all_pairs
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .paper import COMPLEXITY_NUMBERS
@@ -30,26 +31,34 @@ from .toys import toy_embeddings
 from .utils import fingerprint, in_processes, resolve_device, save_figure, whole_number
 
 # %% auto #0
-__all__ = ['KNOWN_VALUES', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'SHARED_RANKS', 'OWN_PROBE',
-           'known_solver', 'known_answer', 'sweep', 'summarize_complexity', 'plot_complexity', 'known_jobs',
-           'known_failures', 'run_complexity']
+__all__ = ['KNOWN_VALUES', 'SEPARATED_SOLVER', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'SHARED_RANKS',
+           'SEPARATED_RANKS', 'BINDING_CODES', 'OWN_PROBE', 'known_solver', 'code_solver', 'known_answer', 'sweep',
+           'summarize_complexity', 'plot_complexity', 'known_jobs', 'known_failures', 'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #27e76e81
 KNOWN_VALUES = (30, 30)   # the known answers' space: 900 objects, 810,000 ordered two-object scenes
 
-def known_solver(finish: int = 500) -> dict:
-    """How the known answers fit each probe (ours): one random start from N(0, 0.3^2) and the moment start, each
-    finished by `finish` L-BFGS iterations, the start chosen on validation."""
-    return dict(init=0.3, init_mean=0.0, starts=1, moment=True, finish=finish)
+def known_solver(finish: int = 500, init_mean: float = 0.0) -> dict:
+    """How the known answers fit each probe (ours): one random start from N(`init_mean`, 0.3^2) and the moment start,
+    each finished by `finish` L-BFGS iterations, the start chosen on validation."""
+    return dict(init=0.3, init_mean=init_mean, starts=1, moment=True, finish=finish)
+
+# the separated global product's sign tables: from N(1, 0.3^2), our sweeps' start, with 2,000 iterations (a start from
+# zero, or 500 iterations, stops at training R^2 0.97-0.98)
+SEPARATED_SOLVER = dict(finish=2000, init_mean=1.0)
+
+def code_solver(code: str | None, finish: int = 500) -> dict:
+    "The solver settings `known_answer` fits the probes of `code` with: `known_solver`'s, `SEPARATED_SOLVER` for its code."
+    return known_solver(**SEPARATED_SOLVER) if code == "separated_global_product" else known_solver(finish)
 
 def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64,
                  steps: int = 300,
                  finish: int = 500) -> pd.DataFrame:
     """Fit each of `families` at `rank` to a random encoder of the form `code` and that rank (None: a table, a random
     vector per object summed over the objects; 'shared_product': 06's known shared code, which recognises most of its
-    objects), on the scenes of half the objects of a seeded sample of `n_scenes`
-    two-object scenes of a 30 x 30 space, as `fit_cell` fits a setting (`known_solver`, `steps` Adam steps for the
-    random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."""
+    objects; 'separated_global_product': `separated_global_encoder`, a global product that binds), on the scenes of
+    half the objects of a seeded sample of `n_scenes` two-object scenes of a 30 x 30 space, as `fit_cell` fits a
+    setting (`known_solver`, `steps` Adam steps for the random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."""
     from binding_nb.learned import QueryProbes, known_binding          # here: §5.3's module loads the training code
     space = ConceptSpace(list(KNOWN_VALUES))
     pairs = all_pairs(space)
@@ -60,6 +69,10 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
     if code == "shared_product":          # 06's known binding, [sum_k u ; prod_k v] per object: its own sample
         lb = known_binding(space, code, rank, n_scenes=n_scenes, seed=1)
         t, probes = lb.table, lb.probes
+    elif code == "separated_global_product":   # a global product that binds, in 2 x rank dimensions
+        encoder = separated_global_encoder(space, rank, seed=1)
+        with torch.no_grad(): t = scene_table(encoder(torch.as_tensor(scenes)).numpy(), (scenes, space), name=name)
+        probes = QueryProbes(space, *(torch.as_tensor(q) for q in encoder_queries(space, encoder)))
     elif code:
         t = scene_table(form_embeddings(space, scenes, code, rank, dim, seed=1), (scenes, space), name=name)
         probes = QueryProbes(space, *(torch.as_tensor(q) for q in form_queries(space, code, rank, dim, seed=1)))
@@ -68,7 +81,7 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
         probes = fit_probes(t, *probe_split(t.n, 0.4, 0), device="cpu")
     split = holdout_split(t, 0.5, seed=0)
     ref = held_out_reference(t, split.test, probes)
-    cells = [Cell(f, rank, 1e-2, **known_solver(finish)) for f in families]
+    cells = [Cell(f, rank, 1e-2, **code_solver(code, finish)) for f in families]
     return pd.DataFrame([dict(encoder=name, code=code or "table", code_rank=rank, scenes=t.n,
                               **fit_cell(t, split, c, probes, steps, None, 100, "cpu", ref)) for c in cells])
 
@@ -211,31 +224,36 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
 # %% ../nbs/04_complexity.ipynb #5d4840e6
 KNOWN_CODES = ("additive", "per_object_product", "global_product")
 SHARED_RANKS = (32, 64)   # where 06's shared code recognises most of its held-out objects (0.83, 0.98)
-OWN_PROBE = {"shared_product": "per_object_product_shared"}   # a code's own probe, where it is not the code's name
+SEPARATED_RANKS = (64,)   # where the separated global product recognises most of its objects
+BINDING_CODES = ("shared_product", "separated_global_product")   # codes whose own queries recognise their objects
+OWN_PROBE = {"shared_product": "per_object_product_shared",      # a code's own probe, where it is not the code's name
+             "separated_global_product": "global_product"}
 
 def known_jobs(ranks: Sequence[int]) -> list[tuple]:
     """The known answers at `ranks`, as `known_answer`'s arguments: per rank, each form's own probe (with the additive
-    probe on the products), both product probes on a table, and at `SHARED_RANKS` the shared code's own probe and the
-    additive probe."""
+    probe on the products), both product probes on a table, and at `SHARED_RANKS` and `SEPARATED_RANKS` the shared
+    code's and the separated global product's own probe and the additive probe."""
     jobs = []
     for r in ranks:
         jobs += [(code, r, [code] + ["additive"] * (code != "additive")) for code in KNOWN_CODES]
         jobs.append((None, r, ["per_object_product", "global_product"]))
         if r in SHARED_RANKS: jobs.append(("shared_product", r, [OWN_PROBE["shared_product"], "additive"]))
+        if r in SEPARATED_RANKS:
+            jobs.append(("separated_global_product", r, [OWN_PROBE["separated_global_product"], "additive"]))
     return jobs
 
 def known_failures(known: pd.DataFrame) -> list[str]:
     """What in a table of known answers is wrong: an own probe below held-out R^2 0.95 or more than 0.05 from the code's
     own object recognition, the additive probe fitting a product code (R^2 0.9 or more), a probe predicting a table
-    (R^2 0.05 or more), or, on the shared code, the code not recognising more than the bag-of-concepts baseline or the
-    additive probe coming within 0.3 of it."""
+    (R^2 0.05 or more), or, on a code that binds (`BINDING_CODES`), the code not recognising more than the
+    bag-of-concepts baseline or the additive probe coming within 0.3 of it."""
     own, table = known[known.family == known.code.map(lambda c: OWN_PROBE.get(c, c))], known[known.code == "table"]
     add = known[(known.family == "additive") & (known.code != "additive")]
     bad = [f"{r.encoder}: its own probe reaches held-out R^2 {r.r2:.3f}, object recognition {r.object_acc:.3f} "
            f"against the code's {r.ceiling_object_acc:.3f}"
            for r in own.itertuples() if not (r.r2 > 0.95 and abs(r.object_acc - r.ceiling_object_acc) <= 0.05)]
     bad += [f"{r.encoder}: the additive probe reaches R^2 {r.r2:.3f}" for r in add.itertuples() if not r.r2 < 0.9]
-    shared = known[known.code == "shared_product"]    # the code recognises, the additive probe does not
+    shared = known[known.code.isin(BINDING_CODES)]    # the code recognises, the additive probe does not
     bad += [f"{r.encoder}: the code recognises only {r.ceiling_object_acc:.3f} of its held-out objects, too few to "
             "test recognition" for r in shared.itertuples() if not r.ceiling_object_acc > r.bag_of_concepts_acc]
     bad += [f"{r.encoder}: the additive probe recognises {r.object_acc:.3f} against the code's "

@@ -75,12 +75,13 @@ def write_job(out: Path, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def todo(jobs: list[tuple], have: pd.DataFrame, steps: int = 300, finish: int = 500) -> list[tuple]:
-    "The jobs of which some row is not in `have` yet (`known_answer`'s defaults: `steps` and `finish`)."
+    "The jobs of which some row is not in `have` yet (`known_answer`'s defaults: `steps`, and `finish` as `code_solver` sets it)."
+    from binding_nb.complexity import code_solver
     whole = lambda c: pd.to_numeric(have[c]).astype(int)      # 8, 8.0 and "8" alike
     done = set(zip(have.encoder.astype(str), whole("code_rank"), have.family.astype(str), whole("steps"), whole("finish"))) \
         if len(have) else set()
     name = lambda code, rank: f"{code}, rank {rank}" if code else "table"
-    return [j for j in jobs if any((name(j[0], j[1]), j[1], f, steps, finish) not in done for f in j[2])]
+    return [j for j in jobs if any((name(j[0], j[1]), j[1], f, steps, code_solver(j[0], finish)["finish"]) not in done for f in j[2])]
 
 
 def main(argv: list[str] | None = None) -> None:

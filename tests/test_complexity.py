@@ -298,6 +298,10 @@ def test_known_answers_script_keeps_the_rows_it_has(tmp_path, monkeypatch, capsy
     have = pd.DataFrame([_known_row(c, r, f) for c, r, fams in known_jobs([16, 32]) for f in fams])
     assert script.todo(known_jobs([16, 32]), have) == []                                     # all there: nothing to fit
     assert script.todo(known_jobs([8, 16]), have) == known_jobs([8])                          # rank 8 only
+    from binding_nb.complexity import code_solver                                            # each code's own finish: the separated code's 2,000
+    at64 = pd.DataFrame([_known_row(c, r, f, finish=code_solver(c)["finish"]) for c, r, fams in known_jobs([64]) for f in fams])
+    assert script.todo(known_jobs([64]), at64) == [] and ("separated_global_product", 64) in [j[:2] for j in known_jobs([64])]
+    assert [j[0] for j in script.todo(known_jobs([64]), at64.assign(finish=500))] == ["separated_global_product"]
     stale = have.assign(finish=np.where(have.code == "additive", 50, 500))                    # the additive code's rows fitted with another finish
     assert [j[0] for j in script.todo(known_jobs([16]), stale)] == ["additive"]
     out = tmp_path / "k.csv"; script.KNOWN_ANSWERS.write(have, out)
