@@ -26,12 +26,13 @@ STATUSES = ("ok", "diverged")   # a finished cell, or a run whose loss went non-
 # for files of older versions
 CONVERT_ADVICE = "convert it with `python scripts/convert_old_runs.py {path}` (in a clone of binding_nb)"
 
-_LOCKS: dict[str, FileLock] = {}
+_LOCKS: dict[tuple[int, str], FileLock] = {}
 
 def _lock(path: Path) -> FileLock:
-    "One reentrant lock per table file and process (a `.lock` file beside it)."
-    key = str(Path(path).resolve())
-    return _LOCKS.setdefault(key, FileLock(f"{key}.lock"))
+    """One reentrant lock per table file and process (a `.lock` file beside it): a forked worker makes its own, as
+    filelock requires, rather than use the one its parent had made before the fork."""
+    name = str(Path(path).resolve())
+    return _LOCKS.setdefault((os.getpid(), name), FileLock(f"{name}.lock"))
 
 # %% ../nbs/results.ipynb #0d10ee12
 @dataclass(frozen=True)
