@@ -481,7 +481,8 @@ def encoder_queries(space: ConceptSpace, encoder: FormProbe) -> tuple[np.ndarray
     """The own queries of a form encoder: per concept value `[sum V_k, dim]` (the mean of its objects') and per object
     `[|O|, dim]`, the head applied to its slot codes averaged over the slots."""
     objects = torch.as_tensor(np.asarray(space.object_values(np.arange(space.n_objects))))         # [|O|, C]
-    idx = encoder.index(objects[:, None, :].expand(-1, encoder.n_slots, -1), per_slot=not encoder.form.shared)   # [|O|, m, C]
+    slots = objects[:, None, :].expand(-1, encoder.n_slots, -1)
+    idx = encoder.index(slots, per_slot=not encoder.form.shared)                                   # [|O|, m, C]
     with torch.no_grad():
         blocks = ([chain_product(F.embedding(idx, encoder.v), 2)] if encoder.form.product else []) + \
                  ([F.embedding(idx, encoder.u).sum(2)] if encoder.form.sum_block else [])
@@ -506,7 +507,8 @@ def separated_global_encoder(space: ConceptSpace, rank: int = 64, sum_scale: flo
     encoder, half, n = form_encoder(space, 2, "global_product", rank, 2 * rank, seed), rank // 2, space.n_values
     head = np.linalg.qr(np.random.default_rng(seed).standard_normal((2 * rank, 2 * rank)))[0]   # orthogonal
     with torch.no_grad():
-        encoder.v.copy_(torch.sign(encoder.v)); encoder.v[:n, half:] = 1.0; encoder.v[n:, :half] = 1.0   # rows: slot 1, slot 2
+        encoder.v.copy_(torch.sign(encoder.v))
+        encoder.v[:n, half:] = 1.0; encoder.v[n:, :half] = 1.0                 # rows: slot 1's tables, then slot 2's
         encoder.u.mul_(number_in(sum_scale, "sum_scale", low=0))
         encoder.head.weight.copy_(torch.as_tensor(head, dtype=torch.float32))
     return encoder

@@ -48,7 +48,7 @@ def known_solver(finish: int = 500, init_mean: float = 0.0) -> dict:
 SEPARATED_SOLVER = dict(finish=2000, init_mean=1.0)
 
 def code_solver(code: str | None, finish: int = 500) -> dict:
-    "The solver settings `known_answer` fits the probes of `code` with: `known_solver`'s, `SEPARATED_SOLVER` for its code."
+    "The solver `known_answer` fits the probes of `code` with: `known_solver`'s, `SEPARATED_SOLVER` for its code."
     return known_solver(**SEPARATED_SOLVER) if code == "separated_global_product" else known_solver(finish)
 
 def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes: int = 20_000, dim: int = 64,
@@ -58,7 +58,8 @@ def known_answer(code: str | None, rank: int, families: Sequence[str], n_scenes:
     vector per object summed over the objects; 'shared_product': 06's known shared code, which recognises most of its
     objects; 'separated_global_product': `separated_global_encoder`, a global product that binds), on the scenes of
     half the objects of a seeded sample of `n_scenes` two-object scenes of a 30 x 30 space, as `fit_cell` fits a
-    setting (`known_solver`, `steps` Adam steps for the random start); read by the code's own queries, exhaustively (a table's by linear probes). One row per family."""
+    setting (`known_solver`, `steps` Adam steps for the random start); read by the code's own queries, exhaustively
+    (a table's by linear probes). One row per family."""
     from binding_nb.learned import QueryProbes, known_binding          # here: §5.3's module loads the training code
     space = ConceptSpace(list(KNOWN_VALUES))
     pairs = all_pairs(space)
@@ -287,7 +288,8 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
     for row, data, emb in embed_runs(runs, cache_dir, embed_batch_size, device, dataset_options, progress):
         if data is not None:
             tables[row["run"]] = table = scene_table(emb, data, n_objects=2, name=row["run"])
-            row.update(scenes=table.n, objects=len(table.objects), dim=table.d, embed_seconds=row.pop("prepare_seconds"))
+            row.update(scenes=table.n, objects=len(table.objects), dim=table.d,
+                       embed_seconds=row.pop("prepare_seconds"))
         status.append(row)
     order = sorted(tables, key=lambda r: -tables[r].n)                       # the longest sweep starts first
     swept = dict(zip(order, in_processes(

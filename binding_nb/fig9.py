@@ -122,7 +122,7 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
                  for t in table[table.form == form].itertuples()]
         _unit_axes(ax); ax.set_title("\n".join([form.replace("_", " ")] + lines), fontsize=8)
     for ax in axes[:, 0]: ax.set_ylabel("form's")
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below the panels
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 3), fontsize=8,
                frameon=False)
     fig.suptitle(f"held-out object recognition, {FIG9_SHORT[protocol]}", fontsize=9)
@@ -147,7 +147,7 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
         ax.set_title(f"{FIG9_SHORT[p]}: {int(t.n_models)} models\nr = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}]\n"
                      f"clusters [{t.r_low_cluster:.2f}, {t.r_high_cluster:.2f}]", fontsize=8)
     axes[0, 0].set_ylabel(f"{form.replace('_', ' ')}'s")
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below the panels
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 3), fontsize=8,
                frameon=False)
     fig.suptitle("held-out object recognition", fontsize=9)

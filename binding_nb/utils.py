@@ -396,8 +396,8 @@ def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | No
     if name: save_figure(fig, output_dir, name)
     raw, lean = io.BytesIO(), io.BytesIO()
     fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight"); plt.close(fig)
-    Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.FASTOCTREE).save(lean, format="PNG",
-                                                                                            optimize=True, dpi=(dpi, dpi))
+    lean_png = Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.FASTOCTREE)
+    lean_png.save(lean, format="PNG", optimize=True, dpi=(dpi, dpi))
     display(PNG(data=lean.getvalue()))
 
 # %% ../nbs/utils.ipynb #4870127c
