@@ -26,7 +26,7 @@ from .utils import make_generator, number_in, resolve_device, whole_number
 __all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'PROBE_SOLVER', 'ONE_ADAM_START', 'one_hot_scenes', 'chain_product', 'BindingMLP',
            'Form', 'FormProbe', 'Approximator', 'train_torch', 'Standardised', 'Family', 'family', 'free_directions',
            'memorises', 'solver_settings', 'fit_approximator', 'unprobed', 'score_approximator', 'held_out_reference',
-           'form_encoder', 'form_embeddings', 'encoder_queries', 'form_queries', 'separated_global_encoder']
+           'form_encoder', 'form_embeddings', 'encoder_queries', 'form_queries']
 
 # %% ../nbs/04a_approximators.ipynb #e25f9eab
 def one_hot_scenes(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
@@ -495,20 +495,3 @@ def form_queries(space: ConceptSpace, form: Form | str, rank: int = 32, dim: int
                  n_slots: int = 2) -> tuple[np.ndarray, np.ndarray]:
     "The own queries (`encoder_queries`) of the encoder `form_encoder` draws."
     return encoder_queries(space, form_encoder(space, n_slots, form, rank, dim, seed))
-
-# %% ../nbs/04a_approximators.ipynb #dd7a2d87
-def separated_global_encoder(space: ConceptSpace, rank: int = 64, sum_scale: float = 0.3, seed: int = 0) -> FormProbe:
-    """A global-product encoder of two slots that binds (ours): each slot's product tables hold random signs on its
-    half of the `rank` columns and 1 on the other half, so that the product over the slots sets the two objects' sign
-    codes side by side; the sum tables are N(0, `sum_scale`^2), and the head is an orthogonal map into 2 x `rank`
-    dimensions. Its own queries (`encoder_queries`) recognise most of its objects."""
-    rank = whole_number(rank, "rank", low=2)
-    if rank % 2: raise ValueError(f"rank must be even (a half of the columns per slot), got {rank}")
-    encoder, half, n = form_encoder(space, 2, "global_product", rank, 2 * rank, seed), rank // 2, space.n_values
-    head = np.linalg.qr(np.random.default_rng(seed).standard_normal((2 * rank, 2 * rank)))[0]   # orthogonal
-    with torch.no_grad():
-        encoder.v.copy_(torch.sign(encoder.v))
-        encoder.v[:n, half:] = 1.0; encoder.v[n:, :half] = 1.0                 # rows: slot 1's tables, then slot 2's
-        encoder.u.mul_(number_in(sum_scale, "sum_scale", low=0))
-        encoder.head.weight.copy_(torch.as_tensor(head, dtype=torch.float32))
-    return encoder

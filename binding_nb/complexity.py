@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .approximators import (FAMILIES, encoder_queries, family, form_embeddings, form_queries, held_out_reference,
-                                      separated_global_encoder, unprobed)
+from .approximators import (FAMILIES, FormProbe, encoder_queries, family, form_embeddings, form_encoder, form_queries,
+                                      held_out_reference, unprobed)
 from .datasets import all_pairs
 from .geometry import Probes, SceneTable, fit_probes, probe_split, scene_table
 from .paper import COMPLEXITY_NUMBERS
@@ -28,12 +28,13 @@ from .results import ResultsTable
 from .sweeps import (best_on_test, Cell, fit_cell, fit_row_checks, fit_sweep, holdout_split, plan_sweep,
                                select_on_validation, setting_labels)
 from .toys import toy_embeddings
-from .utils import fingerprint, in_processes, resolve_device, save_figure, whole_number
+from .utils import fingerprint, in_processes, legend_below, number_in, resolve_device, save_figure, whole_number
 
 # %% auto #0
 __all__ = ['KNOWN_VALUES', 'SEPARATED_SOLVER', 'COMPLEXITY_RESULTS', 'SUMMARY_METRICS', 'TEST_MAX', 'KNOWN_CODES', 'SHARED_RANKS',
            'SEPARATED_RANKS', 'BINDING_CODES', 'OWN_PROBE', 'known_solver', 'code_solver', 'known_answer', 'sweep',
-           'summarize_complexity', 'plot_complexity', 'known_jobs', 'known_failures', 'run_complexity']
+           'summarize_complexity', 'plot_complexity', 'separated_global_encoder', 'known_jobs', 'known_failures',
+           'run_complexity']
 
 # %% ../nbs/04_complexity.ipynb #27e76e81
 KNOWN_VALUES = (30, 30)   # the known answers' space: 900 objects, 810,000 ordered two-object scenes
@@ -192,11 +193,12 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
     present = [f for f in FAMILIES if f in set(summary.family)]           # one colour per family shown, FAMILIES' order
     colors = {f: f"C{i % 10}" for i, f in enumerate(present)}
     objects, concepts = _paper_bound("max_object"), _paper_bound("min_concept_above_0.3")
+    band = lambda color: dict(facecolor="none", edgecolor=color, hatch="////", lw=0, alpha=0.5)
     for ax, run in zip(axes.flat, runs):
         df = summary[summary.run == run]
         ref = df.groupby("coverage")[["ceiling_concept_acc", "ceiling_object_acc", "bag_of_concepts_acc"]].mean()
-        ax.axhspan(0, objects, color="C3", alpha=0.1, lw=0)
-        ax.fill_between([0.3, 1.0], concepts, 1.0, color="C2", alpha=0.1, lw=0)
+        ax.axhspan(0, objects, **band("C3"))                  # hatched, not tinted: it survives a page's few colours
+        ax.fill_between([0.3, 1.0], concepts, 1.0, **band("C2"))
         ax.plot(ref.index, ref.ceiling_concept_acc, ":", color="0.3", lw=2)
         ax.plot(ref.index, ref.ceiling_object_acc, ":", color="0.65", lw=2)
         ax.plot(ref.index, ref.bag_of_concepts_acc, "-.", color="k", lw=1)
@@ -209,7 +211,7 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
     for ax in axes[:, 0]: ax.set_ylabel("held-out recognition")
     for ax in axes[-1]: ax.set_xlabel("coverage (fraction of objects seen)")
     line = lambda style, color, **kw: Line2D([], [], ls=style, color=color, **kw)
-    patch = lambda color: Patch(color=color, alpha=0.2, lw=0)
+    patch = lambda color: Patch(**band(color))
     legend = {**{fam: line("-", colors[fam]) for fam in present},
               "concept": line("-", "0.4", marker="o", ms=4), "object": line("--", "0.4", marker="s", ms=4, mfc="none"),
               "object, the paper's selection (best on test)": line(":", "0.4", alpha=0.6),
@@ -217,10 +219,26 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
               "bag-of-concepts baseline": line("-.", "k"),
               f"paper, pretrained CLIP: objects ≤ {objects:.2f}": patch("C3"),
               f"paper, pretrained CLIP: concepts ≥ {concepts:.2f} (coverage > 0.3)": patch("C2")}
-    fig.tight_layout(rect=(0, 1.0 / (3.0 * nrows + 1.1), 1, 1))
-    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    legend_below(fig, bottom=1.0 / (3.0 * nrows + 1.1), handles=legend)
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
+
+# %% ../nbs/04_complexity.ipynb #dd7a2d87
+def separated_global_encoder(space: ConceptSpace, rank: int = 64, sum_scale: float = 0.3, seed: int = 0) -> FormProbe:
+    """A global-product encoder of two slots that binds (ours): each slot's product tables hold random signs on its
+    half of the `rank` columns and 1 on the other half, so that the product over the slots sets the two objects' sign
+    codes side by side; the sum tables are N(0, `sum_scale`^2), and the head is an orthogonal map into 2 x `rank`
+    dimensions. Its own queries (`encoder_queries`) recognise most of its objects."""
+    rank = whole_number(rank, "rank", low=2)
+    if rank % 2: raise ValueError(f"rank must be even (a half of the columns per slot), got {rank}")
+    encoder, half, n = form_encoder(space, 2, "global_product", rank, 2 * rank, seed), rank // 2, space.n_values
+    head = np.linalg.qr(np.random.default_rng(seed).standard_normal((2 * rank, 2 * rank)))[0]   # orthogonal
+    with torch.no_grad():
+        encoder.v.copy_(torch.sign(encoder.v))
+        encoder.v[:n, half:] = 1.0; encoder.v[n:, :half] = 1.0                 # rows: slot 1's tables, then slot 2's
+        encoder.u.mul_(number_in(sum_scale, "sum_scale", low=0))
+        encoder.head.weight.copy_(torch.as_tensor(head, dtype=torch.float32))
+    return encoder
 
 # %% ../nbs/04_complexity.ipynb #5d4840e6
 KNOWN_CODES = ("additive", "per_object_product", "global_product")

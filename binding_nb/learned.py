@@ -380,8 +380,7 @@ def plot_complexity_learned(fits: pd.DataFrame, families: Sequence[str] = ("mlp"
     handles = [plt.Line2D([], [], color=c, marker="o", ms=4,
                           label=f"model coverage {cov:g}") for cov, c in colour.items()]
     handles.append(plt.Line2D([], [], color="0.3", ls=":", label="the model itself"))
-    fig.tight_layout(rect=(0, 0.35 / 5.4, 1, 1))                     # the legend below the panels: no data under it
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    legend_below(fig, bottom=0.35 / 5.4, ncol=min(len(handles), 4), handles={h.get_label(): h for h in handles})
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 

@@ -401,11 +401,12 @@ def show_figure(fig, output_dir: str | os.PathLike | None = None, name: str | No
     display(PNG(data=lean.getvalue()))
 
 # %% ../nbs/utils.ipynb #4870127c
-def legend_below(fig, ax, bottom: float = 0.1, ncol: int = 3) -> None:
-    """Lay out `fig` with `bottom` (a fraction of its height) free under the axes, and put `ax`'s legend there, where it
-    covers no data."""
+def legend_below(fig, ax=None, bottom: float = 0.1, ncol: int = 3, handles: dict | None = None) -> None:
+    """Lay out `fig` with `bottom` (a fraction of its height) free under the axes, and put a legend there, where it
+    covers no data: of `handles` (label: artist) where given, else of `ax`."""
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    artists, labels = (list(handles.values()), list(handles)) if handles is not None else ax.get_legend_handles_labels()
+    fig.legend(artists, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
 
 # %% ../nbs/utils.ipynb #1081912e
 def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) -> None:

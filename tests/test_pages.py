@@ -74,7 +74,15 @@ def test_every_figure_a_page_shows_is_drawn_to_be_read(page):
         assert im.width <= PAGE_WIDTH_PX, f"{page}, cell {cell}: a figure {im.width} px wide, shrunk on the page: draw it narrower"
 
 
-NOISE = re.compile(r"\b\w+Warning: |/tmp/|ipykernel_\d+")   # a warning as Python shows it, a temporary path
+def _preview_docs():
+    "The docs' build and browser check (.ci/preview_docs.py), whose idea of output noise the committed pages share."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("preview_docs", ROOT / ".ci" / "preview_docs.py")
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    return module
+
+
+NOISE = _preview_docs().OUTPUT_NOISE   # a warning as Python shows it, a temporary path
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb")))

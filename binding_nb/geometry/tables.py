@@ -19,7 +19,7 @@ from .additive import (
 from .probes import Probes, fit_probes
 from .table import SceneTable
 from ..scenes import ConceptSpace
-from ..utils import resolve_device, seeded_subset, whole_number
+from ..utils import legend_below, resolve_device, seeded_subset, whole_number
 
 # %% auto #0
 __all__ = ['ATTRIBUTION_VARIANTS', 'estimator_table', 'retrieval_hits', 'reconstruction_table', 'concepts_vs_objects_table',
@@ -409,6 +409,5 @@ def plot_mds_panels(points: pd.DataFrame, columns: int = 3):
         plot_mds(d.drop(columns=["run", "stress"]), ax, title, legend=False)
         ax.title.set_fontsize(8)
         legend.update({label: h for h, label in zip(*ax.get_legend_handles_labels())})
-    fig.tight_layout(rect=(0, 0.45 / height, 1, 1))
-    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), fontsize=8, frameon=False)
+    legend_below(fig, bottom=0.45 / height, ncol=len(legend), handles=legend)
     return fig
