@@ -180,7 +180,7 @@ def plot_complexity(summary: pd.DataFrame, output_dir: str | Path | None = None,
     """Fig. 4: per run (panels in `ncols` columns), held-out concept (solid) and object (dashed) recognition of each
     family's validation-selected approximator vs coverage, light dotted the object recognition of the paper's
     selection (best on test), with the probes on the real embeddings, the bag-of-concepts baseline and the paper's
-    bounds on pretrained CLIP shaded."""
+    bounds on pretrained CLIP hatched."""
     runs = list(dict.fromkeys(summary.run))
     if not runs:                                        # an empty summary: a figure that says so
         fig, ax = plt.subplots(figsize=(4.2, 1.2)); ax.axis("off")
