@@ -31,11 +31,11 @@ from .utils import (file_signature, fingerprint, in_processes, legend_below, mak
 
 
 # %% auto #0
-__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'PAPER_OBJECTS', 'PAPER_STEPS', 'PAPER_VAL_FRACTION',
-           'KNOWN_KINDS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of', 'model_split',
-           'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'paper_object_sample',
-           'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers',
-           'plot_complexity_learned', 'plot_forms']
+__all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'CONTROL_COLUMNS', 'PAPER_OBJECTS', 'PAPER_STEPS',
+           'PAPER_VAL_FRACTION', 'KNOWN_KINDS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of',
+           'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'control_binding',
+           'with_controls', 'paper_object_sample', 'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal',
+           'known_binding', 'paper_known_answers', 'plot_complexity_learned', 'plot_forms']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
@@ -237,10 +237,19 @@ def _measures(app, lb: LearnedBinding, rows: np.ndarray) -> dict:
 def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[float] = (0.5,),
                 seeds: Sequence[int] = (0,), output_dir=None, *, steps: int = 2000, batch_size: int | None = None,
                 eval_every: int = 100, val_fraction: float = 0.1, device="auto",
-                progress: bool = True) -> pd.DataFrame:
+                progress: bool = True, controls: Sequence[str] = ()) -> pd.DataFrame:
     """Fit every setting to a binding function on scenes of a `fraction` of the objects and measure it on scenes of the
     others through the model's queries; the fits not yet in `output_dir/learned_results.csv` are run, then this binding
-    function's rows returned."""
+    function's rows returned. The settings of the form probes named in `controls` are fitted to its control task too
+    (`control_binding`), and their rows gain its numbers and their selectivity (`with_controls`)."""
+    if bad := [f for f in controls if family(f).form is None]:
+        raise ValueError(f"controls are form probes (a control task tests a probe's selectivity); {bad} are none")
+    if ctl := [c for c in cells if c.family in controls]:
+        rows = fit_binding(lb, cells, fractions, seeds, output_dir, steps=steps, batch_size=batch_size,
+                           eval_every=eval_every, val_fraction=val_fraction, device=device, progress=progress)
+        return with_controls(rows, fit_binding(control_binding(lb), ctl, fractions, seeds, output_dir, steps=steps,
+                                               batch_size=batch_size, eval_every=eval_every, val_fraction=val_fraction,
+                                               device=device, progress=progress))
     plan = plan_sweep(lb.table, lb.name, cells, fractions, seeds, LEARNED_RESULTS, output_dir, steps, batch_size,
                       eval_every, val_fraction,
                       split_seed=approximator_seed, coverage_name="fraction")
@@ -258,6 +267,39 @@ def fit_binding(lb: LearnedBinding, cells: Sequence[Cell], fractions: Sequence[f
                 "r2": r2_score(lb.table.emb[rows], pred)}
     return fit_sweep(plan, lb.probes, fingerprint(lb.key, length=12), key, device, progress, per_set,
                      desc=f"approximators: {lb.name}", watch=watch)
+
+# %% ../nbs/06_learned_binding.ipynb #ce524ab8
+def control_binding(lb: LearnedBinding, seed: int = 0) -> LearnedBinding:
+    """`lb`'s control task: each object o of those read (`probes.scored`; all, when None) stands for another, pi(o), by
+    one seeded random permutation pi; a scene's target is the sum of the model's query embeddings of its objects'
+    stand-ins, scaled to the mean norm of `lb`'s scene embeddings, scored against the permuted queries. The same scenes,
+    splits and size, with no structure in the concepts."""
+    space, probes = lb.table.space, lb.probes
+    pool = np.arange(space.n_objects) if probes.scored is None else np.flatnonzero(probes.scored.cpu().numpy())
+    pi = np.arange(space.n_objects)
+    pi[pool] = np.random.default_rng(int(fingerprint("control task", seed, length=8), 16)).permutation(pool)
+    queries = probes.objects.cpu()[torch.as_tensor(pi)]
+    target = queries[torch.as_tensor(lb.table.ids)].sum(1).numpy()                  # [n, d]: the stand-ins' sum
+    target *= np.sqrt((lb.table.emb ** 2).sum(1).mean() / max((target ** 2).sum(1).mean(), 1e-30))
+    name = f"{lb.name} (control)"
+    table = SceneTable(space, target.astype(np.float32), lb.table.values, np.zeros((0, lb.table.d), np.float32),
+                       np.zeros(0, np.int64), name)
+    return LearnedBinding(name, table, replace(probes, objects=queries.to(probes.objects.device)), lb.model_fit,
+                          lb.model_heldout, fingerprint("control task v1", lb.key, seed, length=16))
+
+CONTROL_COLUMNS = ("r2", "object_acc", "train_r2", "object_acc_test_selected", "r2_test_selected")   # control_* beside a fit
+
+def with_controls(rows: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (`fit_binding`'s) with the numbers of the same setting's fit to the control task (`control_` +
+    `CONTROL_COLUMNS`; empty where none was fitted) and the selectivity: held-out object recognition (and R^2) less the
+    control's."""
+    setting = [c for c in ("family", "capacity", "lr", "init", "init_mean", "starts", "moment", "finish", "coverage",
+                           "seed", "steps") if c in rows and c in controls]
+    ctl = controls[setting + [c for c in CONTROL_COLUMNS if c in controls]].rename(
+        columns={c: f"control_{c}" for c in CONTROL_COLUMNS})
+    out = rows.drop(columns=[f"control_{c}" for c in CONTROL_COLUMNS], errors="ignore").merge(ctl, on=setting,
+                                                                                             how="left")
+    return out.assign(selectivity=out.object_acc - out.control_object_acc, selectivity_r2=out.r2 - out.control_r2)
 
 # %% ../nbs/06_learned_binding.ipynb #6a9e0002
 PAPER_OBJECTS = 400         # the authors read a binding function on every ordered pair of at most this many objects ...

@@ -20,6 +20,7 @@ from .geometry import SceneTable
 from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, binding_scenes, fit_binding,
                                 learned_binding, paper_binding, paper_cells, paper_object_sample,
                                 unimodal_vs_crossmodal)
+from .approximators import family
 from .sweeps import Cell, holdout_split
 from .config import check_config, run_config, RunConfig
 from .utils import (in_processes, is_set_aside, number_in, resolve_device, whole_number, writable_folder)
@@ -97,23 +98,25 @@ def _paper_fits(m: TrainedModel, fractions, seeds, output_dir, options: dict) ->
     cells = paper_cells(options["paper_forms"], options["paper_lr"], lp.table.d)
     return fit_binding(lp, cells, fractions, seeds, output_dir, steps=options["paper_steps"],
                        eval_every=options["eval_every"], val_fraction=PAPER_VAL_FRACTION, device=options["device"],
-                       progress=False).assign(protocol="paper")
+                       progress=False, controls=options["controls"]).assign(protocol="paper")
 
 def _study_one(m: TrainedModel | RunConfig, models_dir, cells, fractions, seeds, output_dir,
                options: dict) -> tuple[pd.DataFrame, dict]:
     "One model's fits and probes (a `RunConfig` is trained first, into `models_dir`); none for a run that diverged."
     if isinstance(m, RunConfig): m = _train_one(m, models_dir)
     if m.row.get("status", "ok") != "ok": return pd.DataFrame(), {}
-    lb = learned_binding(m.checkpoint, n_scenes=options["n_scenes"], cache_dir=options["cache_dir"],
-                         device=options["device"])
-    fits = fit_binding(lb, cells, fractions, seeds, output_dir, steps=options["steps"],
-                       eval_every=options["eval_every"], val_fraction=options["val_fraction"], device=options["device"],
-                       progress=False).assign(protocol="ours")
-    if options["paper_objects"] is not None:
-        fits = pd.concat([fits, _paper_fits(m, fractions, seeds, output_dir, options)], ignore_index=True)
-    fields = _model_fields(m)
-    return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), {
-        **fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
+    fields, fits, probes = _model_fields(m), [], {}
+    if cells:                                        # none: the authors' protocol alone
+        lb = learned_binding(m.checkpoint, n_scenes=options["n_scenes"], cache_dir=options["cache_dir"],
+                             device=options["device"])
+        fits.append(fit_binding(lb, cells, fractions, seeds, output_dir, steps=options["steps"],
+                                eval_every=options["eval_every"], val_fraction=options["val_fraction"],
+                                device=options["device"], progress=False,
+                                controls=options["controls"]).assign(protocol="ours"))
+        probes = {**fields, **unimodal_vs_crossmodal(lb, device=options["device"])}
+    if options["paper_objects"] is not None: fits.append(_paper_fits(m, fractions, seeds, output_dir, options))
+    fits = pd.concat([f for f in fits if len(f)], ignore_index=True) if any(len(f) for f in fits) else pd.DataFrame()
+    return fits.assign(**{k: v for k, v in fields.items() if k != "run"}), probes
 
 def _each_once(models: Sequence[TrainedModel | RunConfig]) -> list:
     "`models` with each listed once (a trained model by its checkpoint, a config by its run), warning if any was not."
@@ -164,21 +167,26 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
                   cache_dir=None, device="auto", workers: int = 1, models_dir=None, progress: bool = True,
                   paper_objects: int | None = None,
                   paper_forms: Sequence[str] = ("global_product",), paper_steps: int = PAPER_STEPS,
-                  paper_lr: float = 1e-2) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  paper_lr: float = 1e-2, controls: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours')
     and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the
-    same worker. With `paper_objects`, the authors' protocol beside ours: `paper_forms` in their setting on
+    same worker. The form probes named in `controls` are fitted to each binding function's control task too
+    (`fit_binding`). With `paper_objects`, the authors' protocol beside ours (alone, without `cells`): `paper_forms` in their setting on
     `paper_binding` (`protocol` 'paper')."""
     if not models:
         raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
     if bad := [m for m in models if not isinstance(m, (TrainedModel, RunConfig))]:
         raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got "
                         f"{type(bad[0]).__name__}")
-    if not cells: raise ValueError("no approximator to fit: pass Cells (grid(...) makes them)")
+    if not cells and paper_objects is None:
+        raise ValueError("no approximator to fit: pass Cells (grid(...) makes them), or paper_objects for the authors' "
+                         "protocol alone")
     if bad := [c for c in cells if not isinstance(c, Cell)]:
         raise TypeError(f"cells are Cells (grid(...) makes them), got {type(bad[0]).__name__}")
     models = _each_once(models)
     check_study(models, fractions, seeds, n_scenes, val_fraction, device, paper_objects, paper_forms)
+    if bad := [f for f in controls if family(f).form is None]:
+        raise ValueError(f"controls are form probes (a control task tests a probe's selectivity); {bad} are none")
     paper_steps, paper_lr = whole_number(paper_steps, "paper_steps", low=1), number_in(paper_lr, "paper_lr", 0,
                                                                                        low_open=True)
     out = writable_folder(output_dir, "output_dir", "pass a folder you can write to")
@@ -188,7 +196,7 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
     options = dict(n_scenes=n_scenes, steps=steps, eval_every=eval_every, val_fraction=val_fraction,
                    cache_dir=cache_dir, device=device,
                    paper_objects=paper_objects, paper_forms=list(paper_forms), paper_steps=paper_steps,
-                   paper_lr=paper_lr)
+                   paper_lr=paper_lr, controls=list(controls))
     done = in_processes(_study_one, [(m, models_dir, cells, fractions, seeds, out, options) for m in models], workers,
                         "binding functions", progress,
                         label=lambda job: f"the study of {getattr(job[0], 'cfg', job[0]).run_name()}")

@@ -1,0 +1,96 @@
+"""The authors' protocol on every model of the Fig. 9 study, resumable: each model is trained, read as the authors read it
+and fitted, and then its rows are appended to a committed table, so that an interrupted run loses at most the models in
+hand and the next run, on any machine, goes on from the table.
+
+The models are 06's Fig. 9 study's (`results/learned/fig9_study/provenance.md`): the three architectures at coverages 0.1 to
+0.9, three seeds each, C = 2, V = 30, 1,500 training steps. Each is trained again (into `--work`, which also keeps the fits
+so far, for a run resumed on the same machine), and `binding_study` fits the global product in the authors' setting
+(`paper_cells`: as wide as the embedding, one N(0, 1) start, 4,000 full-batch Adam steps) to its test-best weights' binding
+function on every ordered pair of `--objects` objects, alone (no fit of ours), and the same probe to the binding
+function's control task (`control_binding`; `--controls` names the probes, none: `--controls`). A model's rows (its fit
+with its control, and its own numbers from this training) join `--into`'s `learned_results.csv` only when they are all
+there; a model listed there with its control is not trained again, and one listed without it gains it (its row is
+replaced).
+
+    python scripts/paper_protocol_study.py [--objects 400] [--workers 2] [--limit N] [--controls global_product]
+        [--into results/learned/fig9_study/paper_protocol_400] [--work outputs/06_fig9_paper400]
+"""
+import argparse, time
+from pathlib import Path
+
+import pandas as pd
+from filelock import FileLock
+
+from binding_nb.config import RunConfig, run_config, with_architecture
+from binding_nb.coverage import sweep_configs
+from binding_nb.learned import LEARNED_RESULTS, PAPER_OBJECTS, PAPER_STEPS
+from binding_nb.study import binding_study
+from binding_nb.utils import in_processes, writable_folder
+
+ARCHITECTURES = ["product-shared", "product-independent", "transformer"]
+COVERAGES = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+SEEDS = [0, 1, 2]
+C, V, TRAIN_STEPS = 2, 30, 1500        # 06's models
+LR, EVAL_EVERY, FRACTION = 1e-2, 100, 0.5   # 06's probe learning rate, validation cadence and fit share
+
+
+def study_configs() -> list[RunConfig]:
+    "The Fig. 9 study's 81 models, in 06's order (architecture, then coverage, then seed)."
+    base = run_config(C=C, V=V, steps=TRAIN_STEPS)
+    return [c for a in ARCHITECTURES for c in sweep_configs(with_architecture(base, a), [[C, V]], COVERAGES, SEEDS)]
+
+
+def done_runs(into: Path, controls: list[str]) -> set[str]:
+    "The runs whose rows the committed table holds, each with its control where `controls` asks for one."
+    fits = LEARNED_RESULTS.read(LEARNED_RESULTS.path(into))
+    if controls and len(fits):
+        if "control_object_acc" not in fits: return set()
+        fits = fits[fits.family.isin(controls) & fits.control_object_acc.notna()]
+    return set(fits.run.str.removesuffix(" (the authors' protocol)")) if len(fits) else set()
+
+
+def store(into: Path, rows: pd.DataFrame) -> None:
+    "Put a model's rows into the committed table, in place of any it held of the same fits."
+    path = LEARNED_RESULTS.path(into)
+    with FileLock(str(into / "study.lock")):
+        old = LEARNED_RESULTS.read(path)
+        if len(old): old = old[~old.run.isin(rows.run)]
+        LEARNED_RESULTS.write(pd.concat([old, rows], ignore_index=True) if len(old) else rows, path)
+
+
+def study_one(cfg: RunConfig, work: Path, into: Path, objects: int, steps: int, controls: list[str]) -> int:
+    "Train one model, fit it under the authors' protocol and its control, and store its rows; how many."
+    t0 = time.time()
+    fits, _ = binding_study([cfg], [], [FRACTION], [0], work / "fits", models_dir=work / "models", n_scenes=None,
+                            eval_every=EVAL_EVERY, device="cpu", workers=1, progress=False, paper_objects=objects,
+                            paper_steps=steps, paper_lr=LR, controls=controls)
+    store(into, fits.assign(paper_objects=objects))
+    print(f"{cfg.run_name()}: {len(fits)} fit(s), held-out recognition "
+          f"{', '.join(f'{v:.3f}' for v in fits.object_acc_test_selected)}"
+          + (f", control {', '.join(f'{v:.3f}' for v in fits.control_object_acc_test_selected)}" if controls else "")
+          + f", {time.time() - t0:.0f} s", flush=True)
+    return len(fits)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--objects", type=int, default=PAPER_OBJECTS, help="objects read per model (the authors: 400)")
+    p.add_argument("--steps", type=int, default=PAPER_STEPS, help="full-batch Adam steps per fit (the authors: 4,000)")
+    p.add_argument("--into", default="results/learned/fig9_study/paper_protocol_400", help="the committed folder")
+    p.add_argument("--work", default="outputs/06_fig9_paper400", help="where models and fits in progress live")
+    p.add_argument("--workers", type=int, default=2, help="models side by side, one process and torch thread each")
+    p.add_argument("--limit", type=int, default=None, help="study at most this many models not yet done, then stop")
+    p.add_argument("--controls", nargs="*", default=["global_product"], help="form probes fitted to the control task too")
+    a = p.parse_args(argv)
+    into = writable_folder(a.into, "--into", "pass a folder you can write to")
+    work = writable_folder(a.work, "--work", "pass a folder you can write to")
+    done = done_runs(into, a.controls)
+    todo = [c for c in study_configs() if c.run_name() not in done][:a.limit]
+    print(f"{len(todo)} model(s) to study, {len(done)} done in {into}", flush=True)
+    in_processes(study_one, [(c, work, into, a.objects, a.steps, a.controls) for c in todo], a.workers, "models",
+                 progress=False, label=lambda job: f"the study of {job[0].run_name()}")
+    print(f"{len(done_runs(into, a.controls))} of {len(study_configs())} models done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
