@@ -1,19 +1,22 @@
-"""The authors' protocol on every model of the Fig. 9 study, resumable: each model is trained, read as the authors read it
-and fitted, and then its rows are appended to a committed table, so that an interrupted run loses at most the models in
-hand and the next run, on any machine, goes on from the table.
+"""The Fig. 9 study again, with a control beside every form probe and the authors' protocol at their 400 objects, resumable:
+each model is trained, studied under both protocols and their controls, and then its rows are appended to a committed
+table, so that an interrupted run loses at most the models in hand and the next run, on any machine, goes on from it.
 
 The models are 06's Fig. 9 study's (`results/learned/fig9_study/provenance.md`): the three architectures at coverages 0.1 to
 0.9, three seeds each, C = 2, V = 30, 1,500 training steps. Each is trained again (into `--work`, which also keeps the fits
-so far, for a run resumed on the same machine), and `binding_study` fits the global product in the authors' setting
-(`paper_cells`: as wide as the embedding, one N(0, 1) start, 4,000 full-batch Adam steps) to its test-best weights' binding
-function on every ordered pair of `--objects` objects, alone (no fit of ours), and the same probe to the binding
-function's control task (`control_binding`; `--controls` names the probes, none: `--controls`). A model's rows (its fit
-with its control, and its own numbers from this training) join `--into`'s `learned_results.csv` only when they are all
-there; a model listed there with its control is not trained again, and one listed without it gains it (its row is
-replaced).
+so far, for a run resumed on the same machine; seeded with the study's own fits, which a model trained to the same
+weights reads back), and `binding_study` fits to it:
+- ours: the study's approximators (an MLP of width 32; the additive probe and the global product of rank 64, the
+  moment start and N(0, 0.3^2) and N(1, 0.3^2) starts, each finished by 200 L-BFGS iterations; 20,000 sampled scenes,
+  half the objects, 1,500 Adam steps);
+- the authors': the global product in their setting (`paper_cells`: as wide as the embedding, one N(0, 1) start, 4,000
+  full-batch Adam steps) on every ordered pair of `--objects` objects of the test-best weights;
+- and each form probe of `--controls` to the binding function's control task (`control_binding`), under both.
+A model's rows (with its own numbers from this training) join `--into`'s `learned_results.csv` only when they are all
+there, in place of any it held; a model with both protocols' controls there is not studied again.
 
-    python scripts/paper_protocol_study.py [--objects 400] [--workers 2] [--limit N] [--controls global_product]
-        [--into results/learned/fig9_study/paper_protocol_400] [--work outputs/06_fig9_paper400]
+    python scripts/paper_protocol_study.py [--objects 400] [--workers 2] [--limit N] [--controls additive global_product]
+        [--into results/learned/fig9_study/controls_paper400] [--work outputs/06_fig9_paper400]
 """
 import argparse, time
 from pathlib import Path
@@ -25,13 +28,17 @@ from binding_nb.config import RunConfig, run_config, with_architecture
 from binding_nb.coverage import sweep_configs
 from binding_nb.learned import LEARNED_RESULTS, PAPER_OBJECTS, PAPER_STEPS
 from binding_nb.study import binding_study
-from binding_nb.utils import in_processes, writable_folder
+from binding_nb.sweeps import grid
+from binding_nb.utils import atomic_file, in_processes, read_csv_named, writable_folder
 
 ARCHITECTURES = ["product-shared", "product-independent", "transformer"]
 COVERAGES = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 SEEDS = [0, 1, 2]
 C, V, TRAIN_STEPS = 2, 30, 1500        # 06's models
 LR, EVAL_EVERY, FRACTION = 1e-2, 100, 0.5   # 06's probe learning rate, validation cadence and fit share
+OURS = dict(n_scenes=20_000, steps=1500, val_fraction=0.1)   # the study's settings of our protocol
+OURS_CELLS = grid(["mlp"], [32], [LR]) + grid(["additive", "global_product"], ranks=[64], lrs=[LR], inits=[0.3],
+                                              init_means=[0.0, 1.0], moment=True, finish=200)
 
 
 def study_configs() -> list[RunConfig]:
@@ -40,35 +47,42 @@ def study_configs() -> list[RunConfig]:
     return [c for a in ARCHITECTURES for c in sweep_configs(with_architecture(base, a), [[C, V]], COVERAGES, SEEDS)]
 
 
+def read_table(into: Path) -> pd.DataFrame:
+    "The committed table as written (its text columns too: a results table reads only its own as text); empty if none."
+    path = LEARNED_RESULTS.path(into)
+    return read_csv_named(path, "restore it from git, or move it away to start again") if path.is_file() else pd.DataFrame()
+
+
 def done_runs(into: Path, controls: list[str]) -> set[str]:
-    "The runs whose rows the committed table holds, each with its control where `controls` asks for one."
-    fits = LEARNED_RESULTS.read(LEARNED_RESULTS.path(into))
-    if controls and len(fits):
-        if "control_object_acc" not in fits: return set()
-        fits = fits[fits.family.isin(controls) & fits.control_object_acc.notna()]
-    return set(fits.run.str.removesuffix(" (the authors' protocol)")) if len(fits) else set()
+    "The runs whose rows the committed table holds under both protocols, with controls where `controls` asks for them."
+    fits = read_table(into)
+    if not len(fits) or (controls and "control_object_acc" not in fits): return set()
+    if controls: fits = fits[fits.family.isin(controls) & fits.control_object_acc.notna()]
+    both = fits.groupby(fits.run.str.removesuffix(" (the authors' protocol)")).protocol.nunique()
+    return set(both.index[both == 2])
 
 
 def store(into: Path, rows: pd.DataFrame) -> None:
     "Put a model's rows into the committed table, in place of any it held of the same fits."
-    path = LEARNED_RESULTS.path(into)
     with FileLock(str(into / "study.lock")):
-        old = LEARNED_RESULTS.read(path)
+        old = read_table(into)
         if len(old): old = old[~old.run.isin(rows.run)]
-        LEARNED_RESULTS.write(pd.concat([old, rows], ignore_index=True) if len(old) else rows, path)
+        with atomic_file(LEARNED_RESULTS.path(into)) as f:
+            (pd.concat([old, rows], ignore_index=True) if len(old) else rows).to_csv(f, index=False)
 
 
 def study_one(cfg: RunConfig, work: Path, into: Path, objects: int, steps: int, controls: list[str]) -> int:
     "Train one model, fit it under the authors' protocol and its control, and store its rows; how many."
     t0 = time.time()
-    fits, _ = binding_study([cfg], [], [FRACTION], [0], work / "fits", models_dir=work / "models", n_scenes=None,
+    fits, _ = binding_study([cfg], OURS_CELLS, [FRACTION], [0], work / "fits", models_dir=work / "models",
                             eval_every=EVAL_EVERY, device="cpu", workers=1, progress=False, paper_objects=objects,
-                            paper_steps=steps, paper_lr=LR, controls=controls)
+                            paper_steps=steps, paper_lr=LR, controls=controls, **OURS)
     store(into, fits.assign(paper_objects=objects))
-    print(f"{cfg.run_name()}: {len(fits)} fit(s), held-out recognition "
-          f"{', '.join(f'{v:.3f}' for v in fits.object_acc_test_selected)}"
-          + (f", control {', '.join(f'{v:.3f}' for v in fits.control_object_acc_test_selected)}" if controls else "")
-          + f", {time.time() - t0:.0f} s", flush=True)
+    paper = fits[fits.protocol == "paper"]
+    print(f"{cfg.run_name()}: {len(fits)} fits; the authors' protocol: held-out recognition "
+          f"{', '.join(f'{v:.3f}' for v in paper.object_acc_test_selected)}"
+          + (f", control {', '.join(f'{v:.3f}' for v in paper.control_object_acc_test_selected)}" if controls else "")
+          + f"; {time.time() - t0:.0f} s", flush=True)
     return len(fits)
 
 
@@ -76,11 +90,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--objects", type=int, default=PAPER_OBJECTS, help="objects read per model (the authors: 400)")
     p.add_argument("--steps", type=int, default=PAPER_STEPS, help="full-batch Adam steps per fit (the authors: 4,000)")
-    p.add_argument("--into", default="results/learned/fig9_study/paper_protocol_400", help="the committed folder")
+    p.add_argument("--into", default="results/learned/fig9_study/controls_paper400", help="the committed folder")
     p.add_argument("--work", default="outputs/06_fig9_paper400", help="where models and fits in progress live")
     p.add_argument("--workers", type=int, default=2, help="models side by side, one process and torch thread each")
     p.add_argument("--limit", type=int, default=None, help="study at most this many models not yet done, then stop")
-    p.add_argument("--controls", nargs="*", default=["global_product"], help="form probes fitted to the control task too")
+    p.add_argument("--controls", nargs="*", default=["additive", "global_product"],
+                   help="form probes fitted to the control task too")
     a = p.parse_args(argv)
     into = writable_folder(a.into, "--into", "pass a folder you can write to")
     work = writable_folder(a.work, "--work", "pass a folder you can write to")
