@@ -4,8 +4,7 @@ table, so that an interrupted run loses at most the models in hand and the next 
 
 The models are 06's Fig. 9 study's (`results/learned/fig9_study/provenance.md`): the three architectures at coverages 0.1 to
 0.9, three seeds each, C = 2, V = 30, 1,500 training steps. Each is trained again (into `--work`, which also keeps the fits
-so far, for a run resumed on the same machine; seeded with the study's own fits, which a model trained to the same
-weights reads back), and `binding_study` fits to it:
+so far, for a run resumed on the same machine), and `binding_study` fits to it:
 - ours: the study's approximators (an MLP of width 32; the additive probe and the global product of rank 64, the
   moment start and N(0, 0.3^2) and N(1, 0.3^2) starts, each finished by 200 L-BFGS iterations; 20,000 sampled scenes,
   half the objects, 1,500 Adam steps);
