@@ -28,7 +28,7 @@ from binding_nb.coverage import sweep_configs
 from binding_nb.learned import LEARNED_RESULTS, PAPER_OBJECTS, PAPER_STEPS
 from binding_nb.study import binding_study
 from binding_nb.sweeps import grid
-from binding_nb.utils import atomic_file, in_processes, read_csv_named, writable_folder
+from binding_nb.utils import arg_type, atomic_file, in_processes, read_csv_named, whole_number, writable_folder
 
 ARCHITECTURES = ["product-shared", "product-independent", "transformer"]
 COVERAGES = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
@@ -87,15 +87,19 @@ def study_one(cfg: RunConfig, work: Path, into: Path, objects: int, steps: int, 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--objects", type=int, default=PAPER_OBJECTS, help="objects read per model (the authors: 400)")
-    p.add_argument("--steps", type=int, default=PAPER_STEPS, help="full-batch Adam steps per fit (the authors: 4,000)")
+    p.add_argument("--objects", type=arg_type(whole_number, low=4), default=PAPER_OBJECTS,
+                   help="objects read per model (the authors: 400)")
+    p.add_argument("--steps", type=arg_type(whole_number, low=1), default=PAPER_STEPS,
+                   help="full-batch Adam steps per fit (the authors: 4,000)")
     p.add_argument("--into", default="results/learned/fig9_study/controls_paper400", help="the committed folder")
     p.add_argument("--work", default="outputs/06_fig9_paper400", help="where models and fits in progress live")
-    p.add_argument("--workers", type=int, default=2, help="models side by side, one process and torch thread each")
-    p.add_argument("--limit", type=int, default=None, help="study at most this many models not yet done, then stop")
+    p.add_argument("--workers", type=arg_type(whole_number, low=1), default=2, help="models side by side, one process and torch thread each")
+    p.add_argument("--limit", type=arg_type(whole_number, low=1), default=None, help="study at most this many models not yet done, then stop")
     p.add_argument("--controls", nargs="*", default=["additive", "global_product"],
                    help="form probes fitted to the control task too")
     a = p.parse_args(argv)
+    if bad := [f for f in a.controls if f not in ("additive", "global_product")]:
+        p.error(f"--controls {bad}: the study fits the additive probe and the global product, and only those have controls")
     into = writable_folder(a.into, "--into", "pass a folder you can write to")
     work = writable_folder(a.work, "--work", "pass a folder you can write to")
     done = done_runs(into, a.controls)
