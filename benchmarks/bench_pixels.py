@@ -36,12 +36,12 @@ def render_ms(renderer: SquareRenderer, scenes: torch.Tensor, repeats: int = 10)
 def steps_per_second(cfg: RunConfig, seconds: float) -> float:
     "Training steps per second of `cfg` back to back, after five warm-up steps."
     dev = resolve_device(cfg.device)
-    data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
-    amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
-    for _ in range(5): train_step(model, opt, sched, next_batch(), batch_loss, amp)
+    run = setup_run(cfg, dev)
+    step = lambda: train_step(run.model, run.opt, run.sched, run.next_batch(), batch_loss, run.amp)
+    for _ in range(5): step()
     sync(dev); n, t0 = 0, time.perf_counter()
     while n < 5 or time.perf_counter() - t0 < seconds:
-        train_step(model, opt, sched, next_batch(), batch_loss, amp); n += 1
+        step(); n += 1
     sync(dev)
     return n / (time.perf_counter() - t0)
 

@@ -52,8 +52,9 @@ def matmul_peak_gflops(dev: torch.device, dtype: torch.dtype, n: int = 4096, rep
 def measure(cfg: RunConfig, seconds: float, amp: bool) -> dict:
     "Steps/s of `cfg` back to back, where a step's time goes, and (transformers) the FLOPs against the matmul peak."
     dev = resolve_device(cfg.device)
-    data, model, opt, sched, g, batch = setup_run(cfg, dev)
-    step = lambda b: train_step(model, opt, sched, b, batch_loss, amp=amp)
+    run = setup_run(cfg, dev)
+    model, batch = run.model, run.next_batch
+    step = lambda b: train_step(model, run.opt, run.sched, b, batch_loss, amp=amp)
     peak_before = matmul_peak_gflops(dev, torch.bfloat16 if amp else torch.float32)
     for _ in range(10): step(batch())                           # warm-up (and compilation)
     sync(dev)

@@ -52,10 +52,10 @@ def attention_table() -> None:
 
 def step_profile(size: dict, steps: int, compile: bool) -> None:
     cfg = run_config(**size, steps=100_000, device="cpu", compile=compile)
-    data, model, opt, sched, g, batch = setup_run(cfg, torch.device("cpu"))
-    for _ in range(10): train_step(model, opt, sched, batch(), batch_loss)
+    run = setup_run(cfg, torch.device("cpu"))
+    for _ in range(10): train_step(run.model, run.opt, run.sched, run.next_batch(), batch_loss)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps): train_step(model, opt, sched, batch(), batch_loss)
+        for _ in range(steps): train_step(run.model, run.opt, run.sched, run.next_batch(), batch_loss)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=40))
 
 

@@ -27,8 +27,8 @@ from .utils import fingerprint, make_generator, resolve_device, whole_number
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model',
-           'padded_layout', 'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row',
-           'diverged_row', 'paper_test_scenes', 'paper_test', 'setup_run', 'restart_test_record',
+           'padded_layout', 'uses_bf16', 'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected',
+           'result_row', 'diverged_row', 'paper_test_scenes', 'paper_test', 'Run', 'setup_run', 'restart_test_record',
            'warn_if_batches_change', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #78d2b819
@@ -130,6 +130,10 @@ def padded_layout(cfg: RunConfig, device: torch.device) -> bool:
     """Whether the run on `device` takes the padded layout (`cfg.layout`, 'auto': on a GPU): its stems pad token groups
     and its batches have a fixed shape (`make_batch`'s `fixed_shape`), so that nothing is read back from the device."""
     return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
+
+def uses_bf16(cfg: RunConfig, device: torch.device) -> bool:
+    "Whether the run on `device` trains under bf16 autocast (`cfg.amp`, 'auto': on a GPU)."
+    return cfg.amp == "bf16" or (cfg.amp == "auto" and device.type == "cuda")
 
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
@@ -251,11 +255,24 @@ def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
 
 
 # %% ../nbs/B4_training.ipynb #06670aa6
-def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.Module, torch.optim.Optimizer, object,
-              torch.Generator,
-                                                              Callable[[], SceneBatch]]:
+@dataclass(eq=False)
+class Run:
+    """A run ready for its first step: its config, the settings resolved once for it on its device, and what it
+    trains."""
+    cfg: RunConfig
+    device: torch.device
+    amp: bool                            # bf16 autocast (`uses_bf16`)
+    padded: bool                         # the padded layout (`padded_layout`): batches of fixed shape
+    data: RunData                        # its scenes and object split
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    sched: object                        # the learning-rate schedule
+    g: torch.Generator                   # the stream its batches are drawn from
+    next_batch: Callable[[], SceneBatch]  # draws its next training batch
+
+def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     "A run's scenes, fresh model, optimizer and schedule, generator, and a function that draws its next training batch."
-    data = run_data(cfg, device)
+    data, padded = run_data(cfg, device), padded_layout(cfg, device)
     model = build_model(cfg, device)
     if cfg.compile:
         for tower in (model.scene_encoder, model.query_encoder):
@@ -266,9 +283,8 @@ def setup_run(cfg: RunConfig, device: torch.device) -> tuple[RunData, torch.nn.M
     negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
     next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
                                     concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
-                                    max_object_positives=cfg.max_object_positives,
-                                    fixed_shape=padded_layout(cfg, device))
-    return data, model, opt, sched, g, next_batch
+                                    max_object_positives=cfg.max_object_positives, fixed_shape=padded)
+    return Run(cfg, device, uses_bf16(cfg, device), padded, data, model, opt, sched, g, next_batch)
 
 # %% ../nbs/B4_training.ipynb #fd25627b
 def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> None:
@@ -287,12 +303,12 @@ def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> No
                   f"(load_model(weights='test_best') "
                   f"refuses); train the run afresh to study them", stacklevel=3)
 
-def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path) -> None:
+def warn_if_batches_change(ck: dict, run: Run, path) -> None:
     """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
     object positives (`max_object_positives`) with other random numbers than the packed layout's."""
-    layout = ck["config"].get("layout", "auto")
-    then = padded_layout(cfg.replace(layout=layout), device)
-    if not cfg.max_object_positives or then == padded_layout(cfg, device) or ck["step"] == 0: return
+    cfg, layout = run.cfg, ck["config"].get("layout", "auto")
+    then = padded_layout(cfg.replace(layout=layout), run.device)
+    if not cfg.max_object_positives or then == run.padded or ck["step"] == 0: return
     warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
                   f"which draws its capped object positives another way: from here on the batches are not an "
                   f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
@@ -310,11 +326,11 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
                              f"to save it in: pass checkpoint=PATH, or leave stop_after None to train all {cfg.steps} "
                              f"steps")
     path = check_checkpoint_path(checkpoint) if checkpoint is not None else None
-    dev = resolve_device(cfg.device)
-    data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
+    run = setup_run(cfg, resolve_device(cfg.device))
+    model, data = run.model, run.data
     ck = load_checkpoint(path, cfg) if path is not None else None
-    state = resume(ck, model, opt, sched, g, path)
-    if ck is not None: restart_test_record(state, ck, cfg, path); warn_if_batches_change(ck, cfg, dev, path)
+    state = resume(ck, model, run.opt, run.sched, run.g, path)
+    if ck is not None: restart_test_record(state, ck, cfg, path); warn_if_batches_change(ck, run, path)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     queries = None                                        # every query embedded once a validation, for both tests
@@ -327,13 +343,13 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
         got, queries = paper_test(model, cfg, data, state.step, queries), None
         keep_test_best(state, model, got["object_acc_in_batch"])
         return {f"test_{k}": v for k, v in got.items()}
-    save = lambda: path is not None and save_checkpoint(path, cfg, model, opt, sched, g, state)
-    amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
-    if not fit(model, opt, sched, state, next_batch, loss_fn, cfg.steps, validate, cfg.eval_every, save, cfg.ckpt_every,
-               stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=amp, monitor=monitor):
+    save = lambda: path is not None and save_checkpoint(path, cfg, model, run.opt, run.sched, run.g, state)
+    if not fit(model, run.opt, run.sched, state, run.next_batch, loss_fn, cfg.steps, validate, cfg.eval_every, save,
+               cfg.ckpt_every, stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=run.amp,
+               monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
     test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed,
                     progress=progress and bar is None,
                     seen=data.allowed, in_batch=True)
-    return result_row(cfg, data, state, test, dev)
+    return result_row(cfg, data, state, test, run.device)

@@ -69,9 +69,8 @@ def steps_per_second(cfg: RunConfig, seconds: float, clock=time.perf_counter) ->
     warm-up, timed by `clock`; and where the first step that waited for the device did (None: none did). The steps run
     under `sync_guard`; where one waits, they are timed again without it."""
     dev = resolve_device(cfg.device)
-    data, model, opt, sched, g, next_batch = setup_run(cfg, dev)
-    amp = cfg.amp == "bf16" or (cfg.amp == "auto" and dev.type == "cuda")
-    def step(): train_step(model, opt, sched, next_batch(), batch_loss, amp)
+    run = setup_run(cfg, dev)
+    def step(): train_step(run.model, run.opt, run.sched, run.next_batch(), batch_loss, run.amp)
     def timed(guard) -> float:
         sync(dev); n, t0 = 0, clock()
         with guard:

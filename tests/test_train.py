@@ -365,7 +365,8 @@ def test_a_training_step_never_waits_for_the_device(kind, device):
     """Twenty training steps of every input kind, drawing each batch included (sampling, negatives, queries, forward,
     backward, optimiser and schedule), read nothing back from the device (padded layout, as on a GPU)."""
     cfg = run_config(**{**CFG, **SYNC_FREE[kind], "device": device, "layout": "padded", "max_objects": 2})
-    data, model, opt, sched, g, next_batch = train.setup_run(cfg, torch.device(device))
+    run = train.setup_run(cfg, torch.device(device))
+    model, opt, sched, next_batch = run.model, run.opt, run.sched, run.next_batch
     loop.train_step(model, opt, sched, next_batch(), models.batch_loss)             # a first step outside: lazy setup
     if device == "cpu":
         with no_host_reads():
@@ -383,7 +384,7 @@ def test_drawing_a_packed_batch_reads_no_value(kind):
     """The CPU's packed batches keep their exact query sets (`unique`, whose stream the committed runs were trained
     on), but drawing one reads no value back: the checks of user input are made once, not at every conversion."""
     cfg = run_config(**{**CFG, **SYNC_FREE[kind], "layout": "packed"})
-    *_, next_batch = train.setup_run(cfg, torch.device("cpu"))
+    next_batch = train.setup_run(cfg, torch.device("cpu")).next_batch
     with no_host_reads(shapes=False):
         for _ in range(20): next_batch()
     with pytest.raises(AssertionError, match="host synchronisation"), no_host_reads(): next_batch()   # the exact sets
