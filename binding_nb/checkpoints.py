@@ -6,20 +6,24 @@
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from .config import run_config, RUN_SETTINGS, RunConfig
+from .config import padded_layout, run_config, RUN_SETTINGS, RunConfig
 from .inputs import registered_inputs
 from .loop import TrainState
 from .models import DualEncoder
 from .results import CONVERT_ADVICE
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
 
+if TYPE_CHECKING: from binding_nb.train import Run   # a run as `setup_run` makes it
+
 # %% auto #0
 __all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
-           'check_checkpoint_path', 'run_checkpoint', 'load_model']
+           'restart_test_record', 'warn_if_batches_change', 'check_checkpoint_path', 'run_checkpoint', 'load_model']
 
 # %% ../nbs/B5_checkpoints.ipynb #a233b38d
 def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, sched,
@@ -139,6 +143,35 @@ def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, 
                          "the kind of device that wrote it, or move it away to train afresh") from None
     # fields added since: their defaults
     return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__ if k in ck})
+
+# %% ../nbs/B5_checkpoints.ipynb #dc2eb41a
+def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> None:
+    """Start the authors' test record (`keep_test_best`) again at the step resumed from, with a warning, where the
+    checkpoint's does not mean what this run's will: it was written before binding_nb kept test-best weights, or its
+    test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may not mix two tests).
+    The record then covers the steps from there only (`test_best_from`), and `load_model` will not serve its weights."""
+    why = ("it was written before binding_nb kept test-best weights" if "test_best_score" not in ck else
+           f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
+           if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
+    if why is None or state.step == 0: return
+    state.test_best_score, state.test_best_step, state.test_best_model = -1.0, 0, None
+    state.test_best_from = state.step + 1
+    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step "
+                  f"and weights cover the steps from there only, and the authors' protocol will not study them "
+                  f"(load_model(weights='test_best') "
+                  f"refuses); train the run afresh to study them", stacklevel=3)
+
+def warn_if_batches_change(ck: dict, run: Run, path) -> None:
+    """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
+    object positives (`max_object_positives`) with other random numbers than the packed layout's."""
+    cfg, layout = run.cfg, ck["config"].get("layout", "auto")
+    then = padded_layout(cfg.replace(layout=layout), run.device)
+    if not cfg.max_object_positives or then == run.padded or ck["step"] == 0: return
+    warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
+                  f"which draws its capped object positives another way: from here on the batches are not an "
+                  f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
+                  f"its stream", stacklevel=3)
+
 
 # %% ../nbs/B5_checkpoints.ipynb #4c60f0b2
 def check_checkpoint_path(path: str | Path) -> Path:

@@ -17,8 +17,8 @@ from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES',
-           'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'Preset', 'with_recipe',
-           'with_architecture']
+           'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'padded_layout',
+           'uses_bf16', 'Preset', 'with_recipe', 'with_architecture']
 
 # %% ../nbs/B4_config.ipynb #62f4e75b
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
@@ -192,6 +192,16 @@ def check_config(cfg: RunConfig) -> RunConfig:
         raise TypeError(f"a run's config must be a RunConfig (made by run_config), got {type(cfg).__name__}")
     resolve_device(cfg.device)
     return cfg
+
+# %% ../nbs/B4_config.ipynb #1d9cda98
+def padded_layout(cfg: RunConfig, device: torch.device) -> bool:
+    """Whether the run on `device` takes the padded layout (`cfg.layout`, 'auto': on a GPU): its stems pad token groups
+    and its batches have a fixed shape (`make_batch`'s `fixed_shape`), so that nothing is read back from the device."""
+    return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
+
+def uses_bf16(cfg: RunConfig, device: torch.device) -> bool:
+    "Whether the run on `device` trains under bf16 autocast (`cfg.amp`, 'auto': on a GPU)."
+    return cfg.amp == "bf16" or (cfg.amp == "auto" and device.type == "cuda")
 
 # %% ../nbs/B4_config.ipynb #03697bf7
 @dataclass(frozen=True)

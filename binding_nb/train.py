@@ -14,8 +14,9 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from .checkpoints import check_checkpoint_path, load_checkpoint, resume, save_checkpoint
-from .config import check_config, RunConfig
+from .checkpoints import (check_checkpoint_path, load_checkpoint, restart_test_record, resume, save_checkpoint,
+                                    warn_if_batches_change)
+from .config import check_config, padded_layout, RunConfig, uses_bf16
 from .in_batch import in_batch_recognition
 from .loop import add_slow_gradients, fit, keep_test_best, TrainingDiverged, TrainState, warmup_linear_decay
 from .models import batch_loss, DualEncoder
@@ -27,9 +28,8 @@ from .utils import fingerprint, make_generator, resolve_device, whole_number
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model',
-           'padded_layout', 'uses_bf16', 'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected',
-           'result_row', 'diverged_row', 'paper_test_scenes', 'paper_test', 'Run', 'setup_run', 'restart_test_record',
-           'warn_if_batches_change', 'train_run']
+           'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row', 'diverged_row',
+           'paper_test_scenes', 'paper_test', 'Run', 'setup_run', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -125,15 +125,6 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
 def new_model(cfg: RunConfig) -> DualEncoder:
     "A dual encoder of `cfg`'s architecture and input kind, initialised from the global RNG."
     return DualEncoder(cfg.model)
-
-def padded_layout(cfg: RunConfig, device: torch.device) -> bool:
-    """Whether the run on `device` takes the padded layout (`cfg.layout`, 'auto': on a GPU): its stems pad token groups
-    and its batches have a fixed shape (`make_batch`'s `fixed_shape`), so that nothing is read back from the device."""
-    return {"auto": device.type == "cuda", "packed": False, "padded": True}[cfg.layout]
-
-def uses_bf16(cfg: RunConfig, device: torch.device) -> bool:
-    "Whether the run on `device` trains under bf16 autocast (`cfg.amp`, 'auto': on a GPU)."
-    return cfg.amp == "bf16" or (cfg.amp == "auto" and device.type == "cuda")
 
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
@@ -287,33 +278,6 @@ def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     return Run(cfg, device, uses_bf16(cfg, device), padded, data, model, opt, sched, g, next_batch)
 
 # %% ../nbs/B4_training.ipynb #fd25627b
-def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> None:
-    """Start the authors' test record (`keep_test_best`) again at the step resumed from, with a warning, where the
-    checkpoint's does not mean what this run's will: it was written before binding_nb kept test-best weights, or its
-    test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may not mix two tests).
-    The record then covers the steps from there only (`test_best_from`), and `load_model` will not serve its weights."""
-    why = ("it was written before binding_nb kept test-best weights" if "test_best_score" not in ck else
-           f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
-           if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
-    if why is None or state.step == 0: return
-    state.test_best_score, state.test_best_step, state.test_best_model = -1.0, 0, None
-    state.test_best_from = state.step + 1
-    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step "
-                  f"and weights cover the steps from there only, and the authors' protocol will not study them "
-                  f"(load_model(weights='test_best') "
-                  f"refuses); train the run afresh to study them", stacklevel=3)
-
-def warn_if_batches_change(ck: dict, run: Run, path) -> None:
-    """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
-    object positives (`max_object_positives`) with other random numbers than the packed layout's."""
-    cfg, layout = run.cfg, ck["config"].get("layout", "auto")
-    then = padded_layout(cfg.replace(layout=layout), run.device)
-    if not cfg.max_object_positives or then == run.padded or ck["step"] == 0: return
-    warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
-                  f"which draws its capped object positives another way: from here on the batches are not an "
-                  f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
-                  f"its stream", stacklevel=3)
-
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
     """Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`,
