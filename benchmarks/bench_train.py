@@ -139,7 +139,8 @@ def against_the_authors(checkout: Path, cfg: RunConfig, seconds: float, rounds: 
         first, second = (mine, their) if r % 2 == 0 else (their, mine)
         got = first() | second()
         each.append({k: got[k] for k in sorted(got)})
-    ratio = lambda k: round(statistics.median(r[f"{k}_steps_per_s"] / r["theirs_steps_per_s"] for r in each), 2)
+    # three significant figures: a ratio far below one (a slow machine, a stand-in trainer) is not rounded to zero
+    ratio = lambda k: float(f'{statistics.median(r[f"{k}_steps_per_s"] / r["theirs_steps_per_s"] for r in each):.3g}')
     return {"rounds": each, **{f"{k}_over_theirs": ratio(k) for k in kinds}}
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .geometry import Probes, SceneTable, r2_score
 from .geometry.probes import DEAD_DIMENSION
 from .form_fits import finish_lbfgs, moment_start
-from .loop import fit, TrainState, TrainingDiverged
+from .loop import train_loop, TrainState, TrainingDiverged
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
 from .utils import make_generator, number_in, resolve_device, whole_number
 
@@ -218,9 +218,9 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
         if not np.isfinite(val): raise TrainingDiverged(state.step, val)
         return dict(mse=val)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    fit(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), state, next_batch, mse, steps, validate,
-        eval_every,
-                  save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
+    train_loop(model, state, opt=opt, sched=torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), next_batch=next_batch,
+               loss_fn=mse, steps=steps, validate=validate, eval_every=eval_every, save=lambda: None, ckpt_every=steps,
+               progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
     model.load_state_dict(state.best_model)
     logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")}
               for h in state.history] if monitor else []

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 # %% auto #0
 __all__ = ['warmup_linear_decay', 'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best',
-           'keep_test_best', 'TrainingDiverged', 'fit']
+           'keep_test_best', 'TrainingDiverged', 'train_loop']
 
 # %% ../nbs/B3_loop.ipynb #57050329
 def warmup_linear_decay(steps: int, warmup_frac: float = 0.1, decay: bool = True) -> Callable[[int], float]:
@@ -97,13 +97,13 @@ class TrainingDiverged(FloatingPointError):
                          f"and, for an input kind of one's own, that its towers stay finite in training")
         self.step, self.loss = step, loss
 
-def fit(model: torch.nn.Module, opt: torch.optim.Optimizer, sched, state: TrainState,
-        next_batch: Callable[[], object],        # a fresh training batch per call
-        loss_fn: Callable,                       # (model, batch) -> (loss, dict of detached tensors to log)
-        steps: int, validate: Callable[[], dict], eval_every: int, save: Callable[[], None], ckpt_every: int,
-        stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
-        log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
-        monitor: Callable[[], dict] | None = None) -> bool:
+def train_loop(model: torch.nn.Module, state: TrainState, *, opt: torch.optim.Optimizer, sched,
+               next_batch: Callable[[], object],        # a fresh training batch per call
+               loss_fn: Callable,                       # (model, batch) -> (loss, dict of detached tensors to log)
+               steps: int, validate: Callable[[], dict], eval_every: int, save: Callable[[], None], ckpt_every: int,
+               stop_after: int | None = None, progress: bool = True, desc: str = "training", bar: tqdm | None = None,
+               log_every: int = 50, amp: bool = False, score_fn: Callable[[dict], float] = validation_score,
+               monitor: Callable[[], dict] | None = None) -> bool:
     """Train from `state.step` to `steps`; True when finished, False when stopped at `stop_after` (saved there).
     `bar`: a shared progress bar; `score_fn`: what selects the weights kept; `monitor`: more numbers logged at each
     validation, read right after `validate` on the same weights and never used to select."""

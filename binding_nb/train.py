@@ -18,7 +18,7 @@ from .checkpoints import (check_checkpoint_path, load_checkpoint, restart_test_r
                                     warn_if_batches_change)
 from .config import check_config, padded_layout, RunConfig, uses_bf16
 from .in_batch import in_batch_recognition
-from .loop import add_slow_gradients, fit, keep_test_best, TrainingDiverged, TrainState, warmup_linear_decay
+from .loop import add_slow_gradients, keep_test_best, train_loop, TrainingDiverged, TrainState, warmup_linear_decay
 from .models import batch_loss, DualEncoder
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                hard_negatives, object_recognition, object_recognition_among, sample_scenes, scene_sizes)
@@ -308,9 +308,10 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
         keep_test_best(state, model, got["object_acc_in_batch"])
         return {f"test_{k}": v for k, v in got.items()}
     save = lambda: path is not None and save_checkpoint(path, cfg, model, run.opt, run.sched, run.g, state)
-    if not fit(model, run.opt, run.sched, state, run.next_batch, loss_fn, cfg.steps, validate, cfg.eval_every, save,
-               cfg.ckpt_every, stop_after, progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every, amp=run.amp,
-               monitor=monitor):
+    if not train_loop(model, state, opt=run.opt, sched=run.sched, next_batch=run.next_batch, loss_fn=loss_fn,
+                      steps=cfg.steps, validate=validate, eval_every=cfg.eval_every, save=save, ckpt_every=cfg.ckpt_every,
+                      stop_after=stop_after, progress=progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every,
+                      amp=run.amp, monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
     test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed,
