@@ -79,7 +79,7 @@ def recognition(scene_emb: torch.Tensor, scenes: torch.Tensor, value_emb: torch.
 
 # %% ../nbs/B4_training.ipynb #ca1b2d01
 @torch.inference_mode()
-def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, max_objects: int, hard: bool = True,
+def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, *, max_objects: int, hard: bool = True,
              seed: int = 0, chunk: int = 512, progress: bool = False, seen: torch.Tensor | None = None,
              in_batch: bool = False, queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
     """Exhaustive concept and object recognition of `scenes` against every value and every object (and among hard
@@ -301,7 +301,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     def validate() -> dict:                               # our selection: exhaustive, on the validation scenes
         nonlocal queries
         queries = embed_all_queries(model, data.space)
-        return evaluate(model, data.space, data.val_scenes, cfg.max_objects, hard=False, queries=queries)
+        return evaluate(model, data.space, data.val_scenes, max_objects=cfg.max_objects, hard=False, queries=queries)
     def monitor() -> dict:                                # the authors' test and selection, on the same weights
         nonlocal queries
         got, queries = paper_test(model, cfg, data, state.step, queries), None
@@ -314,7 +314,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
                       amp=run.amp, monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
-    test = evaluate(model, data.space, data.test_scenes, cfg.max_objects, seed=cfg.seed,
+    test = evaluate(model, data.space, data.test_scenes, max_objects=cfg.max_objects, seed=cfg.seed,
                     progress=progress and bar is None,
                     seen=data.allowed, in_batch=True)
     return result_row(cfg, data, state, test, run.device)

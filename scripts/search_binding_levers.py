@@ -58,7 +58,7 @@ def run(job: tuple[str, str, int]) -> dict:
         model, _ = load_model(Path(tmp) / "run.pt", "cpu")                  # the weights selected on validation
     data = run_data(cfg, torch.device("cpu"))
     seen = sample_scenes(cfg.space, torch.as_tensor(data.fit), 512, 2, 10_000 + seed, min_objects=2)   # scenes of training objects
-    train = evaluate(model, cfg.space, seen, 2, hard=False)
+    train = evaluate(model, cfg.space, seen, max_objects=2, hard=False)
     return dict(configuration=name, space=space, seed=seed, **{k: row[k] for k in COLUMNS[3:-5] if k in row},
                 train_object_acc=train["object_acc"], train_bag_of_concepts_acc=train["bag_of_concepts_acc"],
                 best_step=row["best_step"], model_key=row["model_key"], wall_s=round(time.perf_counter() - t0, 1))

@@ -39,7 +39,7 @@ def test_query_probes_agree_with_the_training_evaluation(tiny_model):
     model, cfg = load_model(tiny_model, "cpu")
     rows = np.flatnonzero(np.isin(lb.table.ids, lb.model_heldout).all(1))
     ours = lb.probes.accuracy(lb.table.emb[rows], lb.table.values[rows])
-    theirs = evaluate(model, cfg.space, torch.as_tensor(lb.table.values[rows]), 2, hard=False)
+    theirs = evaluate(model, cfg.space, torch.as_tensor(lb.table.values[rows]), max_objects=2, hard=False)
     assert len(rows) > 50
     np.testing.assert_allclose([ours["concept"], ours["object"]], [theirs["concept_acc"], theirs["object_acc"]], atol=1e-6)
 
