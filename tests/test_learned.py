@@ -123,6 +123,7 @@ def test_one_study_by_papermill(tmp_path):
     (dict(paper_steps=0), "paper_steps must be >= 1, got 0"),
     (dict(paper_objects=16, paper_forms="[]"), "paper_forms is empty"),
     (dict(forms="[]", mlps="[]"), "no approximator family given"),
+    (dict(controls='["mlp"]'), "controls ['mlp'] are not form probes"),
     (dict(moment="yes"), "moment must be True or False"),
 ])
 def test_every_parameter_is_checked_in_process(tmp_path, params, message):
