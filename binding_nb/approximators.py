@@ -218,9 +218,9 @@ def train_torch(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, Xv: torch.Te
         if not np.isfinite(val): raise TrainingDiverged(state.step, val)
         return dict(mse=val)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    train_loop(model, state, opt=opt, sched=torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), next_batch=next_batch,
-               loss_fn=mse, steps=steps, validate=validate, eval_every=eval_every, save=lambda: None, ckpt_every=steps,
-               progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
+    train_loop(model, state, opt=opt, sched=torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0),
+               next_batch=next_batch, loss_fn=mse, steps=steps, validate=validate, eval_every=eval_every,
+               save=lambda: None, ckpt_every=steps, progress=False, score_fn=lambda m: -m["mse"], monitor=monitor)
     model.load_state_dict(state.best_model)
     logged = [{k: h[k] for k in h if k == "step" or not (k.startswith("val_") or k == "loss")}
               for h in state.history] if monitor else []

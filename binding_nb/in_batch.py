@@ -176,6 +176,7 @@ def _batch_scores(scene_emb, emb, lists, batch_size) -> torch.Tensor:
 
 def in_batch_recognition(scene_emb: torch.Tensor,   # [n, d]
                          scenes: torch.Tensor,      # [n, m, C]
+                         *,
                          value_emb: torch.Tensor,   # [sum V_k, d] concept-value embeddings
                          object_emb: torch.Tensor,  # [|O|, d] object embeddings
                          space: ConceptSpace, generator: torch.Generator,

@@ -75,8 +75,8 @@ class QueryProbes:
         dev, order = self.values.device, np.random.default_rng(seed).permutation(len(values))
         s = torch.as_tensor(np.ascontiguousarray(np.asarray(x, np.float32)[order]), device=dev)
         v = torch.as_tensor(np.asarray(values)[order], device=dev)
-        return in_batch_recognition(s, v, self.values, self.objects, self.space, make_generator(seed, dev),
-                                    baseline=baseline)
+        return in_batch_recognition(s, v, value_emb=self.values, object_emb=self.objects, space=self.space,
+                                    generator=make_generator(seed, dev), baseline=baseline)
 
 
 # %% ../nbs/06_learned_binding.ipynb #8d9b7dd2
@@ -287,7 +287,8 @@ def control_binding(lb: LearnedBinding, seed: int = 0) -> LearnedBinding:
     return LearnedBinding(name, table, replace(probes, objects=queries.to(probes.objects.device)), lb.model_fit,
                           lb.model_heldout, fingerprint("control task v1", lb.key, seed, length=16))
 
-CONTROL_COLUMNS = ("r2", "object_acc", "train_r2", "object_acc_test_selected", "r2_test_selected")   # control_* beside a fit
+# the numbers of a control fit kept beside the fit it controls (as control_*)
+CONTROL_COLUMNS = ("r2", "object_acc", "train_r2", "object_acc_test_selected", "r2_test_selected")
 
 def with_controls(rows: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
     """`rows` (`fit_binding`'s) with the numbers of the same setting's fit to the control task (`control_` +

@@ -171,8 +171,8 @@ def binding_study(models: Sequence[TrainedModel | RunConfig], cells: Sequence[Ce
     """Every model's approximator fits (`learned_results.csv` rows with the model's fields and their `protocol`, 'ours')
     and its uni-modal vs cross-modal probes; a `RunConfig` is trained first (or read back) into `models_dir`, in the
     same worker. The form probes named in `controls` are fitted to each binding function's control task too
-    (`fit_binding`). With `paper_objects`, the authors' protocol beside ours (alone, without `cells`): `paper_forms` in their setting on
-    `paper_binding` (`protocol` 'paper')."""
+    (`fit_binding`). With `paper_objects`, the authors' protocol beside ours (alone, without `cells`): `paper_forms` in
+    their setting on `paper_binding` (`protocol` 'paper')."""
     if not models:
         raise ValueError("no trained model to study: pass RunConfigs to train, or trained models (trained_models)")
     if bad := [m for m in models if not isinstance(m, (TrainedModel, RunConfig))]:

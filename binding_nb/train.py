@@ -107,8 +107,8 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, *, m
     out = dict(concept_acc=mean(concept_ok), object_acc=mean(object_ok), object_acc_hard=mean(hard_ok),
                bag_of_concepts_acc=bag_of_concepts_accuracy(space, scenes))
     if in_batch:
-        out |= in_batch_recognition(torch.cat(embedded), scenes, values, objects, space,
-                                    make_generator(seed, scenes.device))
+        out |= in_batch_recognition(torch.cat(embedded), scenes, value_emb=values, object_emb=objects, space=space,
+                                    generator=make_generator(seed, scenes.device))
     return out if seen is None else {**out, **swap_breakdown(space, scenes, torch.cat(object_ok), seen)}
 
 # %% ../nbs/B4_training.ipynb #931276c2
@@ -240,8 +240,8 @@ def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
     scenes = paper_test_scenes(cfg, data.heldout, step)
     values, objects = embed_all_queries(model, data.space) if queries is None else queries
     emb = torch.cat([model.embed_scenes(part) for part in scenes.split(512)])
-    got = in_batch_recognition(emb, scenes, values, objects, data.space, make_generator(cfg.seed, scenes.device),
-                               by_size=True)
+    got = in_batch_recognition(emb, scenes, value_emb=values, object_emb=objects, space=data.space,
+                               generator=make_generator(cfg.seed, scenes.device), by_size=True)
     return {k: got[k] for k in PAPER_TEST}
 
 
@@ -309,9 +309,9 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
         return {f"test_{k}": v for k, v in got.items()}
     save = lambda: path is not None and save_checkpoint(path, cfg, model, run.opt, run.sched, run.g, state)
     if not train_loop(model, state, opt=run.opt, sched=run.sched, next_batch=run.next_batch, loss_fn=loss_fn,
-                      steps=cfg.steps, validate=validate, eval_every=cfg.eval_every, save=save, ckpt_every=cfg.ckpt_every,
-                      stop_after=stop_after, progress=progress, desc=cfg.run_name(), bar=bar, log_every=cfg.log_every,
-                      amp=run.amp, monitor=monitor):
+                      steps=cfg.steps, validate=validate, eval_every=cfg.eval_every, save=save,
+                      ckpt_every=cfg.ckpt_every, stop_after=stop_after, progress=progress, desc=cfg.run_name(), bar=bar,
+                      log_every=cfg.log_every, amp=run.amp, monitor=monitor):
         return None
     model.load_state_dict(state.best_model)
     test = evaluate(model, data.space, data.test_scenes, max_objects=cfg.max_objects, seed=cfg.seed,
