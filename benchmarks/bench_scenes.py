@@ -27,7 +27,7 @@ def main() -> None:
     fit = torch.from_numpy(coverage_split(space, 0.5, seed=0).fit).to(a.device)
     allowed = torch.zeros(space.n_objects, dtype=torch.bool, device=a.device); allowed[fit] = True
     g = make_generator(0, a.device)
-    build = lambda: make_batch(space, fit, a.batch, a.max_objects, g, allowed=allowed)
+    build = lambda: make_batch(space, fit, a.batch, max_objects=a.max_objects, generator=g, allowed=allowed)
     for _ in range(5): build()                       # warm-up
     times = []
     for _ in range(a.repeats):

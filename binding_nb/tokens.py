@@ -179,6 +179,7 @@ def _query_set(ids: torch.Tensor, none: int, fixed_shape: bool) -> torch.Tensor:
 def make_batch(space: ConceptSpace,
                object_ids: torch.Tensor,  # ids scenes are drawn from (e.g. the fit objects), on the target device
                batch_size: int,
+               *,
                max_objects: int,
                generator: torch.Generator,  # on the same device
                n_perturb: int = 1,  # perturbation negatives per object

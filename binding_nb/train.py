@@ -272,9 +272,10 @@ def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     opt, sched = make_optimizer(model, cfg)
     g = make_generator(cfg.seed, device)
     negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
-    next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, cfg.max_objects, g, cfg.n_perturb, negatives,
-                                    concept_queries=cfg.concept_queries, swaps_per_scene=cfg.swaps_per_scene,
-                                    max_object_positives=cfg.max_object_positives, fixed_shape=padded)
+    next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, max_objects=cfg.max_objects, generator=g,
+                                    n_perturb=cfg.n_perturb, allowed=negatives, concept_queries=cfg.concept_queries,
+                                    swaps_per_scene=cfg.swaps_per_scene, max_object_positives=cfg.max_object_positives,
+                                    fixed_shape=padded)
     return Run(cfg, device, uses_bf16(cfg, device), padded, data, model, opt, sched, g, next_batch)
 
 # %% ../nbs/B4_training.ipynb #fd25627b

@@ -53,7 +53,7 @@ def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
     torch.manual_seed(0)
     model = DualEncoder(cfg.model)
     space = ConceptSpace([4, 4])
-    batch = make_batch(space, torch.arange(16), 32, 1, torch.Generator().manual_seed(0))
+    batch = make_batch(space, torch.arange(16), 32, max_objects=1, generator=torch.Generator().manual_seed(0))
     opt = torch.optim.AdamW(model.parameters(), 3e-3)
     first = None
     for _ in range(300):

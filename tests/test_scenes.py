@@ -42,7 +42,7 @@ def test_batch_never_contains_heldout_objects():
     fit = torch.from_numpy(split.fit)
     g = make_generator(0)
     for _ in range(5):
-        b = make_batch(space, fit, 512, 3, g, n_perturb=2)
+        b = make_batch(space, fit, 512, max_objects=3, generator=g, n_perturb=2)
         assert np.isin(b.object_query_ids.numpy(), split.fit).all()
         assert np.isin(space.object_ids(b.scenes).numpy(), np.append(split.fit, -1)).all()
 
@@ -57,7 +57,7 @@ def test_make_batch_rejects_bad_sizes(bad):
 
 def test_make_batch_min_objects():
     space = ConceptSpace([4, 4])
-    b = make_batch(space, torch.arange(16), 256, 3, make_generator(0), min_objects=2)
+    b = make_batch(space, torch.arange(16), 256, max_objects=3, generator=make_generator(0), min_objects=2)
     sizes = (b.scenes[..., 0] >= 0).sum(1)
     assert sizes.min() == 2 and sizes.max() == 3
 
@@ -76,7 +76,7 @@ NUMBER_CALLS = {
     "detokenize_scenes": lambda i, f: detokenize_scenes(SPACE, tokenize_scenes(SPACE, SCENES, 3), i(3)),
     "perturbation_negatives": lambda i, f: perturbation_negatives(SPACE, SCENES, i(5), i(2)),
     "hard_negatives": lambda i, f: hard_negatives(SPACE, SCENES, generator=i(5), n_per_object=i(2)),
-    "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), i(8), i(3), make_generator(0), i(2),
+    "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), i(8), max_objects=i(3), generator=make_generator(0), n_perturb=i(2),
                                           min_objects=i(2)).object_values,
     "consistent_object_sets": lambda i, f: consistent_object_sets(SPACE, SCENES, i(100)),
 }
