@@ -161,7 +161,7 @@ def sweep_results(cfgs: list[RunConfig], output_dir: str | Path) -> pd.DataFrame
     for cfg in cfgs: mine |= COVERAGE_RESULTS.same(results, run_identity(cfg)).to_numpy()
     return results[mine].sort_values(["C", "V", "coverage", "seed"]).reset_index(drop=True)
 
-def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path,
+def run_sweep(base: RunConfig | list[RunConfig], spaces, coverages, *, seeds, output_dir: str | Path,
               progress: bool = True, workers: int = 1) -> pd.DataFrame:
     """Train and evaluate every run not already in `output_dir/coverage_results.csv`, in this process or, `workers` > 1,
     side by side in that many processes of one torch thread each (in sweep order as each frees); this sweep's rows."""

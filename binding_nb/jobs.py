@@ -235,7 +235,7 @@ def run_jobs(cfgs: list[RunConfig], output_dir: str | Path, executor, wait: bool
                       f"again to resubmit them (they resume from their checkpoints)", stacklevel=2)
     return states
 
-def submit_sweep(base: RunConfig | list[RunConfig], spaces, coverages, seeds, output_dir: str | Path, executor,
+def submit_sweep(base: RunConfig | list[RunConfig], spaces, coverages, *, seeds, output_dir: str | Path, executor,
                  wait: bool = True,
                  progress: bool = True) -> pd.DataFrame:
     """The sweep of `run_sweep` as jobs of a submitit `executor`: submit each run neither finished nor in flight; this

@@ -19,7 +19,7 @@ from binding_nb.config import run_config
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine
 TINY = dict(V=4, batch_size=32, d_model=16, n_layers=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
-SWEEP = ([[2, 4]], [0.5, 0.75], [0])
+SWEEP = dict(spaces=[[2, 4]], coverages=[0.5, 0.75], seeds=[0])
 
 
 def same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:
@@ -56,14 +56,14 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     signal Slurm sends): submitit requeues the preempted one, which resumes from its checkpoint. A rerun resubmits only the
     killed one, which resumes too, and the table equals the in-process sweep's."""
     base = run_config(steps=250, eval_every=50, ckpt_every=50, **TINY)
-    cfgs = sweep_configs(base, *SWEEP)
+    cfgs = sweep_configs(base, **SWEEP)
     there = tmp_path / "there"
     script = textwrap.dedent(f"""
         from binding_nb.jobs import make_executor
         from binding_nb.jobs import submit_sweep
         from binding_nb.config import run_config
         ex = make_executor("local", {str(there / "jobs" / "submitit")!r}, gpus=0, time_min=10)
-        rows = submit_sweep(run_config(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), *{SWEEP!r}, {str(there)!r},
+        rows = submit_sweep(run_config(steps=250, eval_every=50, ckpt_every=50, **{TINY!r}), **{SWEEP!r}, output_dir={str(there)!r},
                          executor=ex, wait=False, progress=False)
         assert rows.empty                      # returned at once
     """)
@@ -82,10 +82,10 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     assert states.state[0] == "failed" and "ended without a result" in states.reason[0], states
     assert Path(states.log[0]).exists() and states.job_id[0] == first
 
-    here = run_sweep(base, *SWEEP, tmp_path / "here", progress=False)
+    here = run_sweep(base, **SWEEP, output_dir=tmp_path / "here", progress=False)
 
     with pytest.warns(UserWarning, match=f"resubmitting 1 run.*{cfgs[0].run_name()} \\(job {first}\\): the job ended without a result"):
-        rows = submit_sweep(base, *SWEEP, there, progress=False,
+        rows = submit_sweep(base, **SWEEP, output_dir=there, progress=False,
                          executor=make_executor("local", there / "jobs" / "submitit", gpus=0, time_min=10))
     same_table(rows, here)
     records = [json.loads((there / "jobs" / f"{c.run_name()}.json").read_text()) for c in cfgs]
@@ -115,7 +115,7 @@ def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted
         from binding_nb.jobs import make_executor, submit_sweep
         from binding_nb.config import run_config
         ex = make_executor("local", {str(out / "jobs" / "submitit")!r}, gpus=0, time_min=10)
-        submit_sweep(run_config(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], [0], {str(out)!r},
+        submit_sweep(run_config(steps=100_000, eval_every=10, ckpt_every=10, **{TINY!r}), [[2, 4]], [0.5], seeds=[0], output_dir={str(out)!r},
                      executor=ex, wait=False, progress=False)
     """)
     subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=120)
@@ -131,7 +131,7 @@ def test_orphaned_worker_of_a_killed_controller_is_in_flight_and_not_resubmitted
         assert states.state[0] == "in flight", states
         assert "checkpoint lock" in states.reason[0] and "not resubmitted" in states.reason[0], states.reason[0]
         with pytest.warns(UserWarning, match=rf"not resubmitting 1 run.*{cfgs[0].run_name()} \(job {controller}\).*checkpoint lock"):
-            submit_sweep(base, [[2, 4]], [0.5], [0], out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
+            submit_sweep(base, [[2, 4]], [0.5], seeds=[0], output_dir=out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
                          wait=False, progress=False)
         record = json.loads((out / "jobs" / f"{cfgs[0].run_name()}.json").read_text())
         assert record["job_id"] == controller and record["earlier"] == []          # nothing resubmitted
@@ -155,7 +155,7 @@ def test_run_another_process_trains_is_not_submitted(tmp_path):
         states = run_states(cfgs, out)
         assert states.state[0] == "in flight" and "another notebook or script" in states.reason[0], states.reason[0]
         with pytest.warns(UserWarning, match=rf"not resubmitting 1 run.*{cfgs[0].run_name()} \(job none\): a live process holds"):
-            submit_sweep(cfgs[0], [[2, 4]], [0.5], [0], out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
+            submit_sweep(cfgs[0], [[2, 4]], [0.5], seeds=[0], output_dir=out, executor=make_executor("local", out / "jobs" / "submitit", gpus=0),
                          wait=False, progress=False)
         assert not list((out / "jobs").glob("*.json"))                              # nothing submitted
     finally:
@@ -181,12 +181,12 @@ def test_slurm_job_array_dry_run(tmp_path):
     """The sbatch script submitit writes for a sweep (one job array with the partition, GPUs, time and parallelism asked
     for); a rerun submits nothing queued or running; a job Slurm lost is reported with its log and resubmitted."""
     base = run_config(steps=20, eval_every=10, ckpt_every=10, **TINY)
-    cfgs = sweep_configs(base, *SWEEP)
+    cfgs = sweep_configs(base, **SWEEP)
     out = tmp_path / "sweep"
     with mocked_slurm() as mock:
         ex = make_executor("slurm", out / "jobs" / "submitit", partition="gpu", gpus=1, time_min=120, max_parallel=1,
                            options="{'account': 'lab', 'cpus_per_task': 4}")
-        assert submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
+        assert submit_sweep(base, **SWEEP, output_dir=out, executor=ex, wait=False, progress=False).empty
         sbatch = (out / "jobs" / "submitit" / "12_submission.sh").read_text().splitlines()
         for line in ("#SBATCH --partition=gpu", "#SBATCH --gpus-per-task=1", "#SBATCH --time=120", "#SBATCH --array=0-1%1",
                      "#SBATCH --account=lab", "#SBATCH --cpus-per-task=4", "#SBATCH --job-name=binding_nb",
@@ -196,7 +196,7 @@ def test_slurm_job_array_dry_run(tmp_path):
         states = run_states(cfgs, out)
         assert states.state.tolist() == ["in flight"] * 2 and states.job_id.tolist() == ["12_0", "12_1"]
 
-        assert submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False).empty
+        assert submit_sweep(base, **SWEEP, output_dir=out, executor=ex, wait=False, progress=False).empty
         assert mock.job_count == 13                                       # queued or running: nothing submitted again
 
         run_on_slurm(mock, ex.folder, "12_0")                              # task 0 runs; task 1's node dies
@@ -205,15 +205,15 @@ def test_slurm_job_array_dry_run(tmp_path):
         assert states.state.tolist() == ["finished", "failed"], states
         assert "Slurm state NODE_FAIL" in states.reason[1] and states.log[1].endswith("12_1_0_log.err")
         with pytest.warns(UserWarning, match=r"resubmitting 1 run.*\(job 12_1\).*NODE_FAIL.*12_1_0_log.err"):
-            rows = submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
+            rows = submit_sweep(base, **SWEEP, output_dir=out, executor=ex, wait=False, progress=False)
         assert len(rows) == 1 and mock.job_count == 14
         record = json.loads((out / "jobs" / f"{cfgs[1].run_name()}.json").read_text())
         assert record["job_id"] == "13" and record["earlier"][0]["job_id"] == "12_1"
 
         run_on_slurm(mock, ex.folder, "13")
-        rows = submit_sweep(base, *SWEEP, out, executor=ex, wait=False, progress=False)
+        rows = submit_sweep(base, **SWEEP, output_dir=out, executor=ex, wait=False, progress=False)
         assert mock.job_count == 14
-    same_table(rows, run_sweep(base, *SWEEP, tmp_path / "here", progress=False))
+    same_table(rows, run_sweep(base, **SWEEP, output_dir=tmp_path / "here", progress=False))
 
 
 def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
@@ -223,7 +223,7 @@ def test_preempted_job_is_requeued_and_resumes(tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     with mocked_slurm() as mock:
         ex = make_executor("slurm", out / "jobs" / "submitit", time_min=60)
-        submit_sweep(cfg, [[2, 4]], [0.5], [0], out, executor=ex, wait=False, progress=False)
+        submit_sweep(cfg, [[2, 4]], [0.5], seeds=[0], output_dir=out, executor=ex, wait=False, progress=False)
         job = submitit.SlurmJob(ex.folder, "12")
         ck = out / "checkpoints" / f"{cfg.run_name()}.pt"
         train_run(cfg, ck, stop_after=20, progress=False)                # what the job had done when the signal came
@@ -253,7 +253,7 @@ def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs
     ex = make_executor("local", out / "jobs" / "submitit", gpus=0, time_min=10)
     with pytest.warns(UserWarning, match=rf"1 of 1 runs failed and have no row: {cfgs[0].run_name()} \(job \d+\): "
                                          rf"ValueError: .*is not a checkpoint written by binding_nb.*\(log: .*_log.err\)"):
-        assert submit_sweep(base, [[2, 4]], [0.5], [0], out, executor=ex, progress=False).empty
+        assert submit_sweep(base, [[2, 4]], [0.5], seeds=[0], output_dir=out, executor=ex, progress=False).empty
     states = run_states(cfgs, out)
     assert states.state[0] == "failed" and "is not a checkpoint written by binding_nb" in Path(states.log[0]).read_text()
     assert foreign.read_text() == "not a checkpoint"
@@ -261,7 +261,7 @@ def test_failed_job_is_reported_with_its_error_and_log(tmp_path, one_thread_jobs
 
 def test_executor_input_is_checked_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match="make_executor builds one"):
-        submit_sweep(run_config(**TINY), *SWEEP, tmp_path / "new", executor="slurm")
+        submit_sweep(run_config(**TINY), **SWEEP, output_dir=tmp_path / "new", executor="slurm")
     with pytest.raises(ValueError, match="executor must be one of none, local, slurm"):
         make_executor("sge", tmp_path / "logs")
     if submitit.SlurmExecutor.affinity() < 0:

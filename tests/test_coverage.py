@@ -155,7 +155,7 @@ def test_an_output_dir_below_a_file_is_refused_before_anything_is_written(tmp_pa
     for out in (f / "sub", f / "sub" / "deeper"):
         with pytest.raises(ValueError, match=re.escape(f"{str(f)!r} on its path is a file, not a folder")):
             run_parameter_check(NB, output_dir=str(out), **TINY)
-        with pytest.raises(ValueError, match="on its path is a file"): run_sweep(run_config(steps=10), [[2, 6]], [0.5], [0], out)
+        with pytest.raises(ValueError, match="on its path is a file"): run_sweep(run_config(steps=10), [[2, 6]], [0.5], seeds=[0], output_dir=out)
     assert f.read_text() == "keep me" and list(tmp_path.iterdir()) == [f]
 
 
@@ -223,7 +223,7 @@ def test_bad_sweep_input_in_process(tmp_path, change, message):
     "The same checks without a kernel: `run_sweep` refuses before it creates or writes anything."
     args = {**dict(C=2, V=6, coverages=[0.5], steps=10), **change}
     with pytest.raises(ValueError, match=re.escape(message)):
-        run_sweep(run_config(steps=args.pop("steps")), [[args["C"], args["V"]]], args["coverages"], [0], tmp_path / "new")
+        run_sweep(run_config(steps=args.pop("steps")), [[args["C"], args["V"]]], args["coverages"], seeds=[0], output_dir=tmp_path / "new")
     assert not (tmp_path / "new").exists()
 
 
@@ -257,7 +257,7 @@ def test_concurrent_sweeps_lose_no_row(tmp_path):
         from binding_nb.config import run_config
         base = run_config(steps=40, batch_size=32, d_model=16, n_layers=1, eval_every=20, ckpt_every=20, n_val_scenes=32,
                          n_test_scenes=64, device="cpu")
-        run_sweep(base, [[2, 4]], [float(c) for c in sys.argv[2:]], [0], sys.argv[1], progress=False)
+        run_sweep(base, [[2, 4]], [float(c) for c in sys.argv[2:]], seeds=[0], output_dir=sys.argv[1], progress=False)
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), *covs]) for covs in (["0.25", "0.5"], ["0.75", "1.0"])]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
@@ -267,7 +267,7 @@ def test_concurrent_sweeps_lose_no_row(tmp_path):
 
 def test_truncated_table_never_yields_a_partial_row(tmp_path):
     "Cut a two-row table at every byte: what loads is always a prefix of the true rows, never a damaged one."
-    runs = run_sweep(_tiny(), [[2, 4]], [0.5], [0, 1], tmp_path / "sweep", progress=False)
+    runs = run_sweep(_tiny(), [[2, 4]], [0.5], seeds=[0, 1], output_dir=tmp_path / "sweep", progress=False)
     raw = (tmp_path / "sweep" / "coverage_results.csv").read_bytes()
     known = lambda r: {k: v for k, v in r.to_dict().items() if v == v}   # NaN != NaN: compare the known values
     truth = [known(r) for _, r in runs.iterrows()]

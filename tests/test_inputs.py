@@ -60,7 +60,7 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     name = use_inputs(f"{EXAMPLE}:deep_sets")
     base = run_config(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,
                      n_val_scenes=16, n_test_scenes=32, device="cpu", inputs=name, input_settings=dict(hidden=16))
-    rows = run_sweep(base, [[2, 4]], [0.75], [0], tmp_path, progress=False)
+    rows = run_sweep(base, [[2, 4]], [0.75], seeds=[0], output_dir=tmp_path, progress=False)
     assert list(rows.status) == ["ok"] and 0 <= rows.object_acc.iloc[0] <= 1
     cfg = base.replace(coverage=0.75, seed=0)
     assert architecture_name(cfg) == "deep sets h16, transformer"
@@ -143,10 +143,10 @@ def test_a_kind_fixed_in_its_file_is_trained_again_not_served_its_stale_verdict(
                               ckpt_every=10, log_every=1, n_val_scenes=16, n_test_scenes=32, device="cpu", inputs=use_inputs(spec))
     broken = base().model_key()     # a config names its kind: its key is that of the kind registered when asked
     with pytest.warns(UserWarning, match="diverged"):
-        rows = run_sweep(base(), [[2, 4]], [0.75], [0], tmp_path, progress=False)
+        rows = run_sweep(base(), [[2, 4]], [0.75], seeds=[0], output_dir=tmp_path, progress=False)
     assert list(rows.status) == ["diverged"]
     _kind_file(tmp_path / "summed_kind.py", "summed_kind", broken=False)
     fixed = base()
     assert fixed.model_key() != broken
-    rows = run_sweep(fixed, [[2, 4]], [0.75], [0], tmp_path, progress=False)
+    rows = run_sweep(fixed, [[2, 4]], [0.75], seeds=[0], output_dir=tmp_path, progress=False)
     assert list(rows.status) == ["ok"] and rows.model_key.iloc[0] == fixed.model_key()
