@@ -6,8 +6,9 @@ learned_results.csv` as it finishes. This reads that table, however far the run 
 - `fig9_points_ours.csv`, `fig9_points_paper.csv`: Fig. 9's points under our protocol and the authors' (`form_vs_generalisation`);
 - `fig9_statistics.csv`: 06b's statistics per protocol and form (`fig9_statistics`, 10,000 resamples, seed 0);
 - `controls.csv`: every form-probe fit as Fig. 9 reads it (ours: the setting chosen on validation; the authors': their one
-  setting, at its step best on test) beside its control: held-out object recognition of both, training R^2 of both, the
-  selectivity, and the memorisation rule's flag;
+  setting, its held-out recognition at its step best on test) beside its control, read the same way: held-out object
+  recognition of both, the selectivity, the training R^2 of both (of the weights kept on validation, under both
+  protocols), and the memorisation rule's flag;
 - `README.md`: how far the run has come, the statistics, the controls, where the memorisation rule and the controls agree,
   and the models' own numbers against those of the study in `../` (the same models trained again).
 
@@ -107,10 +108,15 @@ def against_study(folder: Path, fits: pd.DataFrame) -> str:
 
 
 def finished(fits: pd.DataFrame) -> pd.DataFrame:
-    "The rows of the models studied under both protocols (a model's rows from before the controls are not yet replaced)."
+    """The rows of the models studied under both protocols with every form probe's control (a model's rows from before
+    the controls are not yet replaced)."""
+    if "control_object_acc" not in fits: return fits.iloc[:0]
     model = fits.run.str.removesuffix(SUFFIX)
-    done = fits[fits.control_object_acc.notna()].groupby(model).protocol.nunique() if "control_object_acc" in fits else None
-    return fits[model.isin(done.index[done == 2])] if done is not None else fits.iloc[:0]
+    done = set(model)
+    for protocol, forms in FORMS.items():
+        for form in forms:
+            done &= set(model[(fits.protocol == protocol) & (fits.family == form) & fits.control_object_acc.notna()])
+    return fits[model.isin(done)]
 
 
 def write(folder: Path) -> str:

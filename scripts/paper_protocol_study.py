@@ -36,6 +36,8 @@ SEEDS = [0, 1, 2]
 C, V, TRAIN_STEPS = 2, 30, 1500        # 06's models
 LR, EVAL_EVERY, FRACTION = 1e-2, 100, 0.5   # 06's probe learning rate, validation cadence and fit share
 OURS = dict(n_scenes=20_000, steps=1500, val_fraction=0.1)   # the study's settings of our protocol
+FORMS = {"ours": ["additive", "global_product"], "paper": ["global_product"]}   # the form probes of each protocol
+SUFFIX = " (the authors' protocol)"                       # the authors' reading of a model is named so
 OURS_CELLS = grid(["mlp"], [32], [LR]) + grid(["additive", "global_product"], ranks=[64], lrs=[LR], inits=[0.3],
                                               init_means=[0.0, 1.0], moment=True, finish=200)
 
@@ -52,13 +54,19 @@ def read_table(into: Path) -> pd.DataFrame:
     return read_csv_named(path, "restore it from git, or move it away to start again") if path.is_file() else pd.DataFrame()
 
 
-def done_runs(into: Path, controls: list[str]) -> set[str]:
-    "The runs whose rows the committed table holds under both protocols, with controls where `controls` asks for them."
+def done_runs(into: Path, controls: list[str], objects: int) -> set[str]:
+    """The runs whose rows the committed table holds under both protocols (the authors' at `objects`), each form probe
+    of `controls` with its control."""
     fits = read_table(into)
-    if not len(fits) or (controls and "control_object_acc" not in fits): return set()
-    if controls: fits = fits[fits.family.isin(controls) & fits.control_object_acc.notna()]
-    both = fits.groupby(fits.run.str.removesuffix(" (the authors' protocol)")).protocol.nunique()
-    return set(both.index[both == 2])
+    if not len(fits): return set()
+    model = fits.run.str.removesuffix(SUFFIX)
+    have = fits.assign(model=model, control=fits.control_object_acc.notna() if "control_object_acc" in fits else False)
+    have = have[(have.protocol == "ours") | (have.paper_objects == objects)]
+    need = [("ours", f) for f in FORMS["ours"] if f in controls] + [("paper", f) for f in FORMS["paper"] if f in controls]
+    done = set(have.model[have.protocol == "ours"]) & set(have.model[have.protocol == "paper"])
+    for protocol, form in need:
+        done &= set(have.model[(have.protocol == protocol) & (have.family == form) & have.control])
+    return done
 
 
 def store(into: Path, rows: pd.DataFrame) -> None:
@@ -76,6 +84,8 @@ def study_one(cfg: RunConfig, work: Path, into: Path, objects: int, steps: int, 
     fits, _ = binding_study([cfg], OURS_CELLS, [FRACTION], [0], work / "fits", models_dir=work / "models",
                             eval_every=EVAL_EVERY, device="cpu", workers=1, progress=False, paper_objects=objects,
                             paper_steps=steps, paper_lr=LR, controls=controls, **OURS)
+    if fits.empty:                                  # a run that diverged: nothing to study (its row says so in --work)
+        print(f"{cfg.run_name()}: diverged, nothing studied", flush=True); return 0
     store(into, fits.assign(paper_objects=objects))
     paper = fits[fits.protocol == "paper"]
     print(f"{cfg.run_name()}: {len(fits)} fits; the authors' protocol: held-out recognition "
@@ -102,12 +112,12 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--controls {bad}: the study fits the additive probe and the global product, and only those have controls")
     into = writable_folder(a.into, "--into", "pass a folder you can write to")
     work = writable_folder(a.work, "--work", "pass a folder you can write to")
-    done = done_runs(into, a.controls)
+    done = done_runs(into, a.controls, a.objects)
     todo = [c for c in study_configs() if c.run_name() not in done][:a.limit]
     print(f"{len(todo)} model(s) to study, {len(done)} done in {into}", flush=True)
     in_processes(study_one, [(c, work, into, a.objects, a.steps, a.controls) for c in todo], a.workers, "models",
                  progress=False, label=lambda job: f"the study of {job[0].run_name()}")
-    print(f"{len(done_runs(into, a.controls))} of {len(study_configs())} models done", flush=True)
+    print(f"{len(done_runs(into, a.controls, a.objects))} of {len(study_configs())} models done", flush=True)
 
 
 if __name__ == "__main__":
