@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,8 +17,6 @@ from .loop import TrainState
 from .models import DualEncoder
 from .results import CONVERT_ADVICE
 from .utils import CorruptFileError, read_verified, resolve_device, set_aside, writable_folder, write_verified
-
-if TYPE_CHECKING: from binding_nb.train import Run   # a run as `setup_run` makes it
 
 # %% auto #0
 __all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
@@ -161,12 +158,13 @@ def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> No
                   f"(load_model(weights='test_best') "
                   f"refuses); train the run afresh to study them", stacklevel=3)
 
-def warn_if_batches_change(ck: dict, run: Run, path) -> None:
+def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path, *, padded: bool) -> None:
     """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
-    object positives (`max_object_positives`) with other random numbers than the packed layout's."""
-    cfg, layout = run.cfg, ck["config"].get("layout", "auto")
-    then = padded_layout(cfg.replace(layout=layout), run.device)
-    if not cfg.max_object_positives or then == run.padded or ck["step"] == 0: return
+    object positives (`max_object_positives`) with other random numbers than the packed layout's; `padded`: whether
+    this run takes the padded layout (`Run.padded`)."""
+    layout = ck["config"].get("layout", "auto")
+    then = padded_layout(cfg.replace(layout=layout), device)
+    if not cfg.max_object_positives or then == padded or ck["step"] == 0: return
     warnings.warn(f"{path}: resumed in layout {cfg.layout!r} after step {ck['step']} in {layout!r}, "
                   f"which draws its capped object positives another way: from here on the batches are not an "
                   f"uninterrupted run's, so the run will not end where one does; resume it in its layout to continue "
