@@ -295,7 +295,9 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     model, data = run.model, run.data
     ck = load_checkpoint(path, cfg) if path is not None else None
     state = resume(ck, model, run.opt, run.sched, run.g, path)
-    if ck is not None: restart_test_record(state, ck, cfg, path); warn_if_batches_change(ck, cfg, run.device, path, padded=run.padded)
+    if ck is not None:
+        restart_test_record(state, ck, cfg, path)
+        warn_if_batches_change(ck, cfg, run.device, path, padded=run.padded)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     queries = None                                        # every query embedded once a validation, for both tests

@@ -24,12 +24,11 @@ from binding_nb.fig9 import FIG9_PROTOCOLS, fig9_statistics, form_vs_generalisat
 from binding_nb.reports import markdown_table
 from binding_nb.sweeps import select_on_validation
 from binding_nb.utils import atomic_file, read_csv_named
+from paper_protocol_study import FORMS, SUFFIX      # the study's forms per protocol, and its name for the authors' reading
 
 N_BOOT = 10_000      # as 06b
 ABSORBS = 0.9        # a control fitted this well on its training scenes: the probe memorised a structureless target
 SELECTIVE = 0.05     # held-out object recognition above the control's by at least this: the probe found structure
-FORMS = {"ours": ["global_product", "additive"], "paper": ["global_product"]}
-SUFFIX = " (the authors' protocol)"
 
 
 def read(folder: Path) -> pd.DataFrame:
