@@ -8,7 +8,7 @@ import argparse, json, time
 import torch
 
 from binding_nb.scenes import ConceptSpace, coverage_split
-from binding_nb.tokens import make_batch
+from binding_nb.tokens import BatchSettings, make_batch
 from binding_nb.utils import arg_type, make_generator, resolve_device, whole_number
 
 
@@ -27,7 +27,7 @@ def main() -> None:
     fit = torch.from_numpy(coverage_split(space, 0.5, seed=0).fit).to(a.device)
     allowed = torch.zeros(space.n_objects, dtype=torch.bool, device=a.device); allowed[fit] = True
     g = make_generator(0, a.device)
-    build = lambda: make_batch(space, fit, a.batch, max_objects=a.max_objects, generator=g, allowed=allowed)
+    build = lambda: make_batch(space, fit, BatchSettings(a.batch, max_objects=a.max_objects), generator=g, allowed=allowed)
     for _ in range(5): build()                       # warm-up
     times = []
     for _ in range(a.repeats):

@@ -20,14 +20,15 @@ from .utils import CorruptFileError, read_verified, resolve_device, set_aside, w
 
 # %% auto #0
 __all__ = ['HOW_TO_RUN', 'CHECKPOINT_WEIGHTS', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'resume',
-           'restart_test_record', 'warn_if_batches_change', 'check_checkpoint_path', 'run_checkpoint', 'load_model']
+           'test_record_restarts', 'warn_if_batches_change', 'check_checkpoint_path', 'run_checkpoint', 'load_model']
 
 # %% ../nbs/B5_checkpoints.ipynb #a233b38d
 def save_checkpoint(path: str | Path, cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, sched,
-                    generator: torch.Generator, state: TrainState) -> None:
-    "Write the whole state of a run to `path` atomically, with a digest of its contents."
+                    generator: torch.Generator, state: TrainState, *, extra: dict | None = None) -> None:
+    """Write the whole state of a run to `path` atomically, with a digest of its contents; `extra`: more of the run's
+    state, stored beside the loop's (the authors' test record, `TestBestRecord.checkpoint_fields`)."""
     ck = dict(config=cfg.settings(), model=model.state_dict(), optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-              generator=generator.get_state(), **vars(state))
+              generator=generator.get_state(), **vars(state), **(extra or {}))
     buf = io.BytesIO(); torch.save(ck, buf)
     write_verified(path, buf.getvalue(), "checkpoint")
 
@@ -85,7 +86,7 @@ def read_checkpoint(path: str | Path) -> dict:
 #     random stream.
 #   n_test_scenes: the test scenes are drawn after the validation scenes; our test reads them once training is over, and
 #     the authors' test draws samples of this size at each validation into a record (and test-best weights) that selects
-#     nothing of ours; a changed size starts that record again (`restart_test_record`), for one record holds one test.
+#     nothing of ours; a changed size starts that record again (`test_record_restarts`), for one record holds one test.
 # Every other setting changes what is trained, or which weights are kept, and a checkpoint of other values is set aside:
 # eval_every, n_val_scenes and val_fraction decide which step's weights are selected; coverage and seed (outside
 # model_key, as what runs are compared over) the objects and the random stream; steps the learning-rate schedule.
@@ -142,21 +143,21 @@ def resume(ck: dict | None, model: torch.nn.Module, opt: torch.optim.Optimizer, 
     return TrainState(**{k: ck[k] for k in TrainState.__dataclass_fields__ if k in ck})
 
 # %% ../nbs/B5_checkpoints.ipynb #dc2eb41a
-def restart_test_record(state: TrainState, ck: dict, cfg: RunConfig, path) -> None:
-    """Start the authors' test record (`keep_test_best`) again at the step resumed from, with a warning, where the
-    checkpoint's does not mean what this run's will: it was written before binding_nb kept test-best weights, or its
-    test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may not mix two tests).
-    The record then covers the steps from there only (`test_best_from`), and `load_model` will not serve its weights."""
+def test_record_restarts(ck: dict, cfg: RunConfig, path) -> bool:
+    """Whether the authors' test record (`TestBestRecord`) starts again after the step resumed from, with a warning,
+    because the checkpoint's does not mean what this run's will: it was written before binding_nb kept test-best
+    weights, or its test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may
+    not mix two tests). The record then covers the steps from there only, and `load_model` will not serve its
+    weights."""
     why = ("it was written before binding_nb kept test-best weights" if "test_best_score" not in ck else
            f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
            if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
-    if why is None or state.step == 0: return
-    state.test_best_score, state.test_best_step, state.test_best_model = -1.0, 0, None
-    state.test_best_from = state.step + 1
-    warnings.warn(f"{path}: the authors' test record starts again after step {state.step} ({why}): its test-best step "
+    if why is None or ck["step"] == 0: return False
+    warnings.warn(f"{path}: the authors' test record starts again after step {ck['step']} ({why}): its test-best step "
                   f"and weights cover the steps from there only, and the authors' protocol will not study them "
                   f"(load_model(weights='test_best') "
                   f"refuses); train the run afresh to study them", stacklevel=3)
+    return True
 
 def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path, *, padded: bool) -> None:
     """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
@@ -190,7 +191,7 @@ CHECKPOINT_WEIGHTS = ("selected", "test_best")
 
 def load_model(path: str | Path, device: str = "auto", weights: str = "selected") -> tuple[DualEncoder, RunConfig]:
     """A finished or interrupted run's model and its config: with `weights` 'selected', the weights best on validation
-    (ours); 'test_best', those best on the authors' test (`keep_test_best`), the checkpoint their protocol studies."""
+    (ours); 'test_best', those best on the authors' test (`TestBestRecord`), the checkpoint their protocol studies."""
     if weights not in CHECKPOINT_WEIGHTS:
         raise ValueError(f"weights must be one of {CHECKPOINT_WEIGHTS}, got {weights!r}")
     ck = read_checkpoint(path)

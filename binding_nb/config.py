@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from .inputs import input_kind
 from .models import ModelConfig
 from .scenes import ConceptSpace, CoverageSplit, coverage_split, split_sizes
+from .tokens import BatchSettings
 from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
@@ -147,6 +148,11 @@ class RunConfig:
         """The run's objects: fit, validation and held out, as `coverage_split` draws them from its coverage, seed and
         val_fraction."""
         return coverage_split(self.space, self.coverage, self.seed, self.val_fraction)
+    def batch_settings(self, fixed_shape: bool = False) -> BatchSettings:
+        "What each of the run's training batches holds (`make_batch`); `fixed_shape`: the padded layout's batches."
+        return BatchSettings(self.batch_size, self.max_objects, n_perturb=self.n_perturb,
+                             concept_queries=self.concept_queries, swaps_per_scene=self.swaps_per_scene,
+                             max_object_positives=self.max_object_positives, fixed_shape=fixed_shape)
     def settings(self) -> dict:
         """Every setting by name, in one flat dict (what a checkpoint stores): `run_config(**cfg.settings()) == cfg`.
         The input kind's settings are those that differ from its defaults (None: none do)."""

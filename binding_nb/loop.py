@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 # %% auto #0
 __all__ = ['warmup_linear_decay', 'train_step', 'add_slow_gradients', 'TrainState', 'validation_score', 'keep_best',
-           'keep_test_best', 'TrainingDiverged', 'train_loop']
+           'TrainingDiverged', 'train_loop']
 
 # %% ../nbs/B3_loop.ipynb #57050329
 def warmup_linear_decay(steps: int, warmup_frac: float = 0.1, decay: bool = True) -> Callable[[int], float]:
@@ -48,19 +48,14 @@ def add_slow_gradients(model: torch.nn.Module, lamb: float, alpha: float = 0.98)
 # %% ../nbs/B3_loop.ipynb #40611ffa
 @dataclass
 class TrainState:
-    """Steps done, training time (evaluation excluded), the best validation score so far with its step and weights, the
-    best test score (recorded, never used to select) with its own, and the log."""
+    """Steps done, training time (evaluation excluded), the best validation score so far with its step and weights, and
+    the log."""
     step: int = 0
     train_seconds: float = 0.0
     best_score: float = -3.0
     best_step: int = 0
     best_model: dict | None = None
     history: list = field(default_factory=list)
-    # the authors' selection (`keep_test_best`): kept beside ours for their protocol, never for ours
-    test_best_score: float = -1.0
-    test_best_step: int = 0
-    test_best_model: dict | None = None
-    test_best_from: int = 0           # the first step the test record covers (after 0 when a resume started it again)
 
 # %% ../nbs/B3_loop.ipynb #a6e101d4
 def validation_score(metrics: dict) -> float:
@@ -78,14 +73,6 @@ def keep_best(state: TrainState, model: torch.nn.Module, metrics: dict,
     if score <= state.best_score: return False
     state.best_score, state.best_step = score, state.step
     state.best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return True
-
-def keep_test_best(state: TrainState, model: torch.nn.Module, score: float) -> bool:
-    """Keep a copy of the weights if `score`, measured on the test scenes, is the best so far (NaN never is): the
-    checkpoint the authors' protocol studies, kept beside the validation-selected one and never used to select it."""
-    if not score > state.test_best_score: return False
-    state.test_best_score, state.test_best_step = score, state.step
-    state.test_best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return True
 
 # %% ../nbs/B3_loop.ipynb #3095acd3

@@ -16,7 +16,8 @@ from .utils import numpy_or_torch, whole_number
 
 # %% auto #0
 __all__ = ['Vocab', 'vocab', 'scene_length', 'fit_slots', 'tokenize_scenes', 'detokenize_scenes', 'tokenize_concept_queries',
-           'tokenize_objects', 'tokenize_object_queries', 'tokenize_queries', 'SceneBatch', 'make_batch']
+           'tokenize_objects', 'tokenize_object_queries', 'tokenize_queries', 'SceneBatch', 'BatchSettings',
+           'make_batch']
 
 # %% ../nbs/B1_tokens.ipynb #2c8eb509
 @dataclass(frozen=True)
@@ -152,6 +153,29 @@ class SceneBatch:
 
 def _pos_to_mask(pos: torch.Tensor, width: int) -> torch.Tensor: return membership(pos, width) > 0
 
+# %% ../nbs/B1_tokens.ipynb #d2035db7
+@dataclass(frozen=True)
+class BatchSettings:
+    """What each training batch holds, checked once (a run builds them from its config: `RunConfig.batch_settings`)."""
+    batch_size: int                 # scenes per batch
+    max_objects: int                # objects per scene: min_objects..max_objects
+    min_objects: int = 1
+    n_perturb: int = 1              # perturbation negatives per object
+    concept_queries: str = "all"    # every value of the space ('all'), or only those 'present' in the batch
+    swaps_per_scene: int = 0        # attribute-swap negatives per scene: 0 every one, else that many at random
+    max_object_positives: int = 0   # 0: every object of the batch is a query; else at most this many, at random
+    fixed_shape: bool = False       # no shape decided by the draw: drawn without reading the device (the padded layout)
+
+    def __post_init__(self):
+        for name, low in [("batch_size", 1), ("max_objects", 1), ("min_objects", 1), ("n_perturb", 0),
+                          ("swaps_per_scene", 0), ("max_object_positives", 0)]:
+            object.__setattr__(self, name, whole_number(getattr(self, name), name, low=low))
+        if not self.min_objects <= self.max_objects:
+            raise ValueError(f"need min_objects <= max_objects, got {self.min_objects} and {self.max_objects}")
+        if self.concept_queries not in ("all", "present"):
+            raise ValueError(f"concept_queries must be 'all' or 'present', got {self.concept_queries!r}")
+        object.__setattr__(self, "fixed_shape", bool(self.fixed_shape))
+
 # %% ../nbs/B1_tokens.ipynb #c18864d1
 def _dedupe(idx: torch.Tensor) -> torch.Tensor:
     "Replace repeats within each row of `idx` `[n, P]` by -1 (keeps the first occurrence)."
@@ -178,34 +202,19 @@ def _query_set(ids: torch.Tensor, none: int, fixed_shape: bool) -> torch.Tensor:
 
 def make_batch(space: ConceptSpace,
                object_ids: torch.Tensor,  # ids scenes are drawn from (e.g. the fit objects), on the target device
-               batch_size: int,
+               settings: BatchSettings,
                *,
-               max_objects: int,
                generator: torch.Generator,  # on the same device
-               n_perturb: int = 1,  # perturbation negatives per object
                # [|O|] bool: objects that may appear as negatives (default: object_ids)
                allowed: torch.Tensor | None = None,
-               min_objects: int = 1,  # objects per scene: min_objects..max_objects
-               concept_queries: str = "all",  # every value of the space ('all'), or only those 'present' in the batch
-               swaps_per_scene: int = 0,  # attribute-swap negatives per scene: 0 every one, else that many at random
-               # 0: every object of the batch is a query; else at most this many, at random
-               max_object_positives: int = 0,
-               # no shape decided by the draw: the batch is drawn without reading the device (the padded layout's)
-               fixed_shape: bool = False,
                ) -> SceneBatch:
-    "One training batch of scenes with concept and object queries, hard negatives and labels."
-    batch_size, max_objects = whole_number(batch_size, "batch_size"), whole_number(max_objects, "max_objects")
-    min_objects, n_perturb = whole_number(min_objects, "min_objects"), whole_number(n_perturb, "n_perturb", low=0)
-    swaps_per_scene = whole_number(swaps_per_scene, "swaps_per_scene", low=0)
-    max_object_positives = whole_number(max_object_positives, "max_object_positives", low=0)
-    if batch_size < 1 or not 1 <= min_objects <= max_objects:
-        raise ValueError(f"need batch_size >= 1 and 1 <= min_objects <= max_objects, got {batch_size}, {min_objects} "
-                         f"and {max_objects}")
-    if concept_queries not in ("all", "present"):
-        raise ValueError(f"concept_queries must be 'all' or 'present', got {concept_queries!r}")
+    "One training batch of scenes with concept and object queries, hard negatives and labels, as `settings` say."
+    s = settings
+    n_perturb, swaps_per_scene, max_object_positives = s.n_perturb, s.swaps_per_scene, s.max_object_positives
+    concept_queries, fixed_shape = s.concept_queries, s.fixed_shape
     dev = object_ids.device
     if allowed is None: allowed = membership(object_ids[None], space.n_objects)[0] > 0
-    scenes = sample_scenes(space, object_ids, batch_size, max_objects, generator, min_objects, check=False)
+    scenes = sample_scenes(space, object_ids, s.batch_size, s.max_objects, generator, s.min_objects, check=False)
     ids = space.object_ids(scenes, check=False)                                     # [B, M]
     swaps = attribute_swap_negatives(space, scenes, check=False)
     swaps = swaps.where(allowed[swaps.clamp_min(0)], -1)

@@ -14,22 +14,22 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from .checkpoints import (check_checkpoint_path, load_checkpoint, restart_test_record, resume, save_checkpoint,
+from .checkpoints import (check_checkpoint_path, load_checkpoint, resume, save_checkpoint, test_record_restarts,
                                     warn_if_batches_change)
 from .config import check_config, padded_layout, RunConfig, uses_bf16
 from .in_batch import in_batch_recognition
-from .loop import add_slow_gradients, keep_test_best, train_loop, TrainingDiverged, TrainState, warmup_linear_decay
+from .loop import add_slow_gradients, train_loop, TrainingDiverged, TrainState, warmup_linear_decay
 from .models import batch_loss, DualEncoder
 from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept_recognition, ConceptSpace,
                                hard_negatives, object_recognition, object_recognition_among, sample_scenes, scene_sizes)
-from .tokens import make_batch, SceneBatch
+from .tokens import BatchSettings, make_batch, SceneBatch
 from .utils import fingerprint, make_generator, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'PAPER_TEST', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown', 'new_model',
            'build_model', 'make_optimizer', 'concept_weight_at', 'test_selected', 'result_row', 'diverged_row',
-           'paper_test_scenes', 'paper_test', 'Run', 'setup_run', 'train_run']
+           'paper_test_scenes', 'paper_test', 'TestBestRecord', 'Run', 'setup_run', 'Validation', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #78d2b819
 @dataclass
@@ -182,11 +182,11 @@ RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", 
 # measured where the run can: nan in a row without them
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)
 
-def test_selected(state: TrainState) -> dict:
-    """The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) that its
-    record covers (from `test_best_from`), its step, and its one-object and multi-object parts there (nan unless every
-    such validation has the first)."""
-    covered = [h for h in state.history if h["step"] >= state.test_best_from]
+def test_selected(history: list[dict], covers_from: int = 0) -> dict:
+    """The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) logged in
+    `history` that its record covers (from step `covers_from`, `TestBestRecord`), its step, and its one-object and
+    multi-object parts there (nan unless every such validation has the first)."""
+    covered = [h for h in history if h["step"] >= covers_from]
     acc = [h.get("test_object_acc_in_batch", float("nan")) for h in covered]
     if not acc or any(math.isnan(a) for a in acc): return dict.fromkeys(TEST_SELECTED, float("nan"))
     i = max(range(len(acc)), key=acc.__getitem__)
@@ -206,10 +206,12 @@ def _results_row(cfg: RunConfig, **values) -> dict:
     if unknown := sorted(set(row) - set(RESULT_COLUMNS)): raise ValueError(f"a run's row has no columns {unknown}")
     return {c: row.get(c, float("nan")) for c in RESULT_COLUMNS}
 
-def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, device: torch.device) -> dict:
-    "The results-table row of a finished run."
+def result_row(cfg: RunConfig, data: RunData, state: TrainState, test: dict, device: torch.device, *,
+               test_from: int = 0) -> dict:
+    "The results-table row of a finished run; `test_from`: the first step the authors' test record covers."
     best = next(h for h in state.history if h["step"] == state.best_step)
-    return _results_row(cfg, **test, **test_selected(state), train_seconds=round(state.train_seconds, 2),
+    return _results_row(cfg, **test, **test_selected(state.history, test_from),
+                        train_seconds=round(state.train_seconds, 2),
                         best_step=state.best_step,
                         val_object_acc=best["val_object_acc"], val_concept_acc=best["val_concept_acc"],
                         n_fit=len(data.fit),
@@ -245,6 +247,37 @@ def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
     return {k: got[k] for k in PAPER_TEST}
 
 
+# %% ../nbs/B4_training.ipynb #9490e08f
+@dataclass
+class TestBestRecord:
+    """The authors' selection, kept beside ours and never used for it: the weights best so far on their test
+    (`paper_test`'s in-batch object recognition), with the score and step, over the steps from `covers_from`."""
+    score: float = -1.0
+    step: int = 0
+    weights: dict | None = None
+    covers_from: int = 0        # the first step it covers: after 0 where a resumed run started it again
+
+    def keep(self, model: torch.nn.Module, score: float, step: int) -> bool:
+        "Keep a copy of `model`'s weights if `score`, at `step`, is the best so far (NaN never is)."
+        if not score > self.score: return False
+        self.score, self.step = score, step
+        self.weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return True
+
+    def checkpoint_fields(self) -> dict:
+        "The record as a checkpoint stores it (`save_checkpoint`'s `extra`; `load_model(weights='test_best')` reads it)"
+        return dict(test_best_score=self.score, test_best_step=self.step, test_best_model=self.weights,
+                    test_best_from=self.covers_from)
+
+    @classmethod
+    def resumed(cls, ck: dict | None, cfg: RunConfig, path) -> TestBestRecord:
+        """The record a run resumed from the checkpoint `ck` goes on with: a fresh one without `ck`, or where the
+        checkpoint's record meant another test (`test_record_restarts`, which warns)."""
+        if ck is None: return cls()
+        if test_record_restarts(ck, cfg, path): return cls(covers_from=ck["step"] + 1)
+        return cls(ck.get("test_best_score", -1.0), ck.get("test_best_step", 0), ck.get("test_best_model"),
+                   ck.get("test_best_from", 0))
+
 # %% ../nbs/B4_training.ipynb #06670aa6
 @dataclass(eq=False)
 class Run:
@@ -254,6 +287,7 @@ class Run:
     device: torch.device
     amp: bool                            # bf16 autocast (`uses_bf16`)
     padded: bool                         # the padded layout (`padded_layout`): batches of fixed shape
+    batches: BatchSettings               # what each training batch holds (`RunConfig.batch_settings`)
     data: RunData                        # its scenes and object split
     model: torch.nn.Module
     opt: torch.optim.Optimizer
@@ -272,11 +306,34 @@ def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     opt, sched = make_optimizer(model, cfg)
     g = make_generator(cfg.seed, device)
     negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
-    next_batch = lambda: make_batch(data.space, data.fit, cfg.batch_size, max_objects=cfg.max_objects, generator=g,
-                                    n_perturb=cfg.n_perturb, allowed=negatives, concept_queries=cfg.concept_queries,
-                                    swaps_per_scene=cfg.swaps_per_scene, max_object_positives=cfg.max_object_positives,
-                                    fixed_shape=padded)
-    return Run(cfg, device, uses_bf16(cfg, device), padded, data, model, opt, sched, g, next_batch)
+    batches = cfg.batch_settings(fixed_shape=padded)
+    next_batch = lambda: make_batch(data.space, data.fit, batches, generator=g, allowed=negatives)
+    return Run(cfg, device, amp=uses_bf16(cfg, device), padded=padded, batches=batches, data=data, model=model, opt=opt,
+               sched=sched, g=g, next_batch=next_batch)
+
+# %% ../nbs/B4_training.ipynb #5474115b
+@dataclass(eq=False)
+class Validation:
+    """What a run measures at each validation, on the same weights: ours (`validate`), which selects the weights kept,
+    then the authors' test (`monitor`), logged and kept in `record`, never selecting."""
+    run: Run
+    state: TrainState
+    record: TestBestRecord
+    queries: tuple[torch.Tensor, torch.Tensor] | None = None      # this validation's `embed_all_queries`, for both
+
+    def validate(self) -> dict:
+        "Exhaustive concept and object recognition of the validation scenes."
+        r = self.run
+        self.queries = embed_all_queries(r.model, r.data.space)
+        return evaluate(r.model, r.data.space, r.data.val_scenes, max_objects=r.cfg.max_objects, hard=False,
+                        queries=self.queries)
+
+    def monitor(self) -> dict:
+        "The authors' test at this step (`paper_test`), as `test_*` numbers; its weights kept where they score best."
+        r, step = self.run, self.state.step
+        got, self.queries = paper_test(r.model, r.cfg, r.data, step, self.queries), None
+        self.record.keep(r.model, got["object_acc_in_batch"], step)
+        return {f"test_{k}": v for k, v in got.items()}
 
 # %% ../nbs/B4_training.ipynb #fd25627b
 def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: int | None = None,
@@ -295,29 +352,20 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     model, data = run.model, run.data
     ck = load_checkpoint(path, cfg) if path is not None else None
     state = resume(ck, model, run.opt, run.sched, run.g, path)
-    if ck is not None:
-        restart_test_record(state, ck, cfg, path)
-        warn_if_batches_change(ck, cfg, run.device, path, padded=run.padded)
+    record = TestBestRecord.resumed(ck, cfg, path)
+    if ck is not None: warn_if_batches_change(ck, cfg, run.device, path, padded=run.padded)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
-    queries = None                                        # every query embedded once a validation, for both tests
-    def validate() -> dict:                               # our selection: exhaustive, on the validation scenes
-        nonlocal queries
-        queries = embed_all_queries(model, data.space)
-        return evaluate(model, data.space, data.val_scenes, max_objects=cfg.max_objects, hard=False, queries=queries)
-    def monitor() -> dict:                                # the authors' test and selection, on the same weights
-        nonlocal queries
-        got, queries = paper_test(model, cfg, data, state.step, queries), None
-        keep_test_best(state, model, got["object_acc_in_batch"])
-        return {f"test_{k}": v for k, v in got.items()}
-    save = lambda: path is not None and save_checkpoint(path, cfg, model, run.opt, run.sched, run.g, state)
+    checks = Validation(run, state, record)
+    save = lambda: path is not None and save_checkpoint(path, cfg, model, run.opt, run.sched, run.g, state,
+                                                        extra=record.checkpoint_fields())
     if not train_loop(model, state, opt=run.opt, sched=run.sched, next_batch=run.next_batch, loss_fn=loss_fn,
-                      steps=cfg.steps, validate=validate, eval_every=cfg.eval_every, save=save,
+                      steps=cfg.steps, validate=checks.validate, eval_every=cfg.eval_every, save=save,
                       ckpt_every=cfg.ckpt_every, stop_after=stop_after, progress=progress, desc=cfg.run_name(), bar=bar,
-                      log_every=cfg.log_every, amp=run.amp, monitor=monitor):
+                      log_every=cfg.log_every, amp=run.amp, monitor=checks.monitor):
         return None
     model.load_state_dict(state.best_model)
     test = evaluate(model, data.space, data.test_scenes, max_objects=cfg.max_objects, seed=cfg.seed,
                     progress=progress and bar is None,
                     seen=data.allowed, in_batch=True)
-    return result_row(cfg, data, state, test, run.device)
+    return result_row(cfg, data, state, test, run.device, test_from=record.covers_from)

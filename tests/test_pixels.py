@@ -9,7 +9,7 @@ import torch
 from binding_nb.models import DualEncoder, batch_loss
 from binding_nb.pixels import LEVELS, PixelConfig, PixelSceneTower, SquareRenderer, largest_apart_square, palette, rendered_table
 from binding_nb.scenes import ConceptSpace
-from binding_nb.tokens import make_batch
+from binding_nb.tokens import BatchSettings, make_batch
 from binding_nb.checkpoints import load_checkpoint
 from binding_nb.train import train_run
 from binding_nb.config import check_config, run_config
@@ -53,7 +53,7 @@ def test_a_pixel_dual_encoder_overfits_a_fixed_batch():
     torch.manual_seed(0)
     model = DualEncoder(cfg.model)
     space = ConceptSpace([4, 4])
-    batch = make_batch(space, torch.arange(16), 32, max_objects=1, generator=torch.Generator().manual_seed(0))
+    batch = make_batch(space, torch.arange(16), BatchSettings(32, max_objects=1), generator=torch.Generator().manual_seed(0))
     opt = torch.optim.AdamW(model.parameters(), 3e-3)
     first = None
     for _ in range(300):

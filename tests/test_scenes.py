@@ -13,7 +13,7 @@ import torch
 
 from binding_nb.scenes import (check_scenes, ConceptSpace, consistent_object_sets, coverage_split, hard_negatives,
                                object_recognition, perturbation_negatives, present_object_mask, present_value_mask, sample_scenes)
-from binding_nb.tokens import detokenize_scenes, make_batch, scene_length, tokenize_scenes
+from binding_nb.tokens import BatchSettings, detokenize_scenes, make_batch, scene_length, tokenize_scenes
 from binding_nb.utils import make_generator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,22 +42,21 @@ def test_batch_never_contains_heldout_objects():
     fit = torch.from_numpy(split.fit)
     g = make_generator(0)
     for _ in range(5):
-        b = make_batch(space, fit, 512, max_objects=3, generator=g, n_perturb=2)
+        b = make_batch(space, fit, BatchSettings(512, max_objects=3, n_perturb=2), generator=g)
         assert np.isin(b.object_query_ids.numpy(), split.fit).all()
         assert np.isin(space.object_ids(b.scenes).numpy(), np.append(split.fit, -1)).all()
 
 
-@pytest.mark.parametrize("bad", [dict(batch_size=0), dict(max_objects=0), dict(min_objects=0), dict(min_objects=3)])
-def test_make_batch_rejects_bad_sizes(bad):
-    space = ConceptSpace([4, 4])
-    kw = dict(batch_size=8, max_objects=2) | bad
-    with pytest.raises(ValueError, match="1 <= min_objects <= max_objects"):
-        make_batch(space, torch.arange(16), generator=make_generator(0), **kw)
+@pytest.mark.parametrize("bad, says", [(dict(batch_size=0), "batch_size must be >= 1"), (dict(max_objects=0), "max_objects must be >= 1"),
+                                       (dict(min_objects=0), "min_objects must be >= 1"), (dict(min_objects=3), "need min_objects <= max_objects")])
+def test_batch_settings_reject_bad_sizes(bad, says):
+    with pytest.raises(ValueError, match=says):
+        BatchSettings(**dict(batch_size=8, max_objects=2) | bad)
 
 
 def test_make_batch_min_objects():
     space = ConceptSpace([4, 4])
-    b = make_batch(space, torch.arange(16), 256, max_objects=3, generator=make_generator(0), min_objects=2)
+    b = make_batch(space, torch.arange(16), BatchSettings(256, max_objects=3, min_objects=2), generator=make_generator(0))
     sizes = (b.scenes[..., 0] >= 0).sum(1)
     assert sizes.min() == 2 and sizes.max() == 3
 
@@ -76,8 +75,8 @@ NUMBER_CALLS = {
     "detokenize_scenes": lambda i, f: detokenize_scenes(SPACE, tokenize_scenes(SPACE, SCENES, 3), i(3)),
     "perturbation_negatives": lambda i, f: perturbation_negatives(SPACE, SCENES, i(5), i(2)),
     "hard_negatives": lambda i, f: hard_negatives(SPACE, SCENES, generator=i(5), n_per_object=i(2)),
-    "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), i(8), max_objects=i(3), generator=make_generator(0), n_perturb=i(2),
-                                          min_objects=i(2)).object_values,
+    "make_batch": lambda i, f: make_batch(SPACE, torch.arange(12), BatchSettings(i(8), max_objects=i(3), n_perturb=i(2), min_objects=i(2)),
+                                          generator=make_generator(0)).object_values,
     "consistent_object_sets": lambda i, f: consistent_object_sets(SPACE, SCENES, i(100)),
 }
 

@@ -27,8 +27,8 @@ def test_resume_after_kill(tmp_path, uninterrupted):
         torch.set_num_threads(1)
         cfg = config.run_config(**{CFG!r})
         save = train.save_checkpoint
-        def slow_save(*args):              # slow the run down after each checkpoint so the kill lands mid-way
-            save(*args); time.sleep(0.5)
+        def slow_save(*args, **kw):        # slow the run down after each checkpoint so the kill lands mid-way
+            save(*args, **kw); time.sleep(0.5)
         train.save_checkpoint = slow_save
         train.train_run(cfg, {str(ck)!r}, progress=False)
     """)
