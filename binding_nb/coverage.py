@@ -21,15 +21,15 @@ from tqdm import tqdm
 
 from .loop import TrainingDiverged
 from .checkpoints import check_checkpoint_path, run_checkpoint
-from .train import diverged_row, evaluate, METRICS, OPTIONAL_RESULTS, RESULT_COLUMNS, train_run
+from .evaluation import COVERAGE_RESULTS, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS
+from .train import train_run
 from .config import check_config, RunConfig
-from .results import ResultsTable
 from .utils import in_processes, legend_below, resolve_device, save_figure, whole_number
 
 # %% auto #0
-__all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'COVERAGE_RESULTS', 'sweep_configs', 'check_output_dir',
-           'eval_memory', 'available_memory', 'check_eval_memory', 'run_identity', 'has_run', 'run_one',
-           'sweep_results', 'run_sweep', 'summarize_coverage', 'plot_coverage']
+__all__ = ['EVAL_CHUNK', 'EVAL_PAIR_BYTES', 'EVAL_OBJECT_BYTES', 'sweep_configs', 'check_output_dir', 'eval_memory',
+           'available_memory', 'check_eval_memory', 'run_identity', 'has_run', 'run_one', 'sweep_results', 'run_sweep',
+           'summarize_coverage', 'plot_coverage']
 
 # %% ../nbs/05_coverage.ipynb #45421737
 def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -> list[RunConfig]:
@@ -105,27 +105,6 @@ def check_eval_memory(cfgs: list[RunConfig], available: int | None, at_once: int
                          + (", or run one at a time (workers 1, executor none)" if at_once > 1 else "")
                          + ", or run where more memory is free")
     return need
-
-# %% ../nbs/05_coverage.ipynb #4b49d995
-def _coverage_checks(df: pd.DataFrame) -> dict[str, pd.Series]:
-    "What makes a coverage row unusable, beyond the checks of every results table."
-    num = lambda c: pd.to_numeric(df[c], errors="coerce")
-    return {"a coverage outside (0, 1]": ~num("coverage").between(0, 1, inclusive="right"),
-            "n_objects differing from V**C": num("n_objects") != num("V") ** num("C"),
-            "a malformed model_key": ~df.model_key.astype(str).str.fullmatch(r"[0-9a-f]{10}"),
-            "an unknown device": ~df.device.astype(str).str.fullmatch(r"cpu|cuda(:\d+)?"),
-            "missing test accuracies": (df.status == "ok") & (num("n_heldout") > 0)
-                                       & pd.concat([num(c).isna() for c in METRICS], axis=1).any(axis=1)}
-
-COVERAGE_RESULTS = ResultsTable(
-    "coverage_results.csv",
-    columns=RESULT_COLUMNS,                                   # a run's row (App. B.4)
-    keys=("C", "V", "coverage", "seed", "model_key"), text=("model_key", "device", "status"),
-    counts=("C", "V", "n_objects", "seed", "steps", "best_step", "n_fit", "n_heldout",
-            "n_test_scenes"), optional=OPTIONAL_RESULTS,
-    checks=_coverage_checks,
-    advice="the results table is the file coverage_results.csv inside an output_dir (pass that file here, or pass the "
-           "folder to run_sweep)")
 
 # %% ../nbs/05_coverage.ipynb #8f865a92
 def run_identity(cfg: RunConfig) -> dict:

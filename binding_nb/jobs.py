@@ -19,7 +19,8 @@ from submitit.core.utils import JobPaths, pickle_load
 from tqdm import tqdm
 
 from .checkpoints import run_checkpoint
-from .coverage import COVERAGE_RESULTS, check_output_dir, run_identity, run_one, sweep_configs, sweep_results
+from .coverage import check_output_dir, run_identity, run_one, sweep_configs, sweep_results
+from .evaluation import COVERAGE_RESULTS
 from .config import RunConfig
 from .utils import atomic_file, set_aside, whole_number, writable_folder
 

@@ -25,7 +25,7 @@ from .scenes import ConceptSpace, concept_recognition, object_recognition
 from .sweeps import Cell, fit_row_checks, fit_sweep, plan_sweep, select_on_validation
 from .in_batch import in_batch_recognition
 from .config import run_config, RunConfig
-from .train import embed_all_queries, IN_BATCH_METRICS
+from .evaluation import embed_all_queries, IN_BATCH_METRICS
 from .utils import (file_signature, fingerprint, in_processes, legend_below, make_generator, save_figure,
                               verified_digest, whole_number)
 

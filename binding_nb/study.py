@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .checkpoints import read_checkpoint, run_checkpoint
-from .coverage import COVERAGE_RESULTS, run_identity, run_one
+from .coverage import run_identity, run_one
+from .evaluation import COVERAGE_RESULTS
 from .inputs import input_kind
 from .geometry import SceneTable
 from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, binding_scenes, fit_binding,

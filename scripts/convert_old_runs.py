@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # the library of this clone, also when it is not installed
-from binding_nb.coverage import COVERAGE_RESULTS
+from binding_nb.evaluation import COVERAGE_RESULTS
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.inputs import input_kind

@@ -48,7 +48,7 @@ def run(job: tuple[str, str, int]) -> dict:
     from binding_nb.checkpoints import load_model
     from binding_nb.train import train_run
     from binding_nb.config import run_config
-    from binding_nb.train import evaluate, run_data
+    from binding_nb.evaluation import evaluate, run_data
     name, space, seed = job
     change, spaces = LEVERS[name]
     cfg = run_config(**{**BASE, **spaces[space], **change, "seed": seed})

@@ -11,7 +11,8 @@ from submitit.core.utils import DelayedSubmission
 from submitit.slurm.test_slurm import get_signal_handler, mock_requeue, mocked_slurm
 
 from binding_nb.jobs import make_executor, run_states, submit_sweep, SweepJob
-from binding_nb.coverage import COVERAGE_RESULTS, run_sweep, sweep_configs
+from binding_nb.coverage import run_sweep, sweep_configs
+from binding_nb.evaluation import COVERAGE_RESULTS
 from binding_nb import train
 from binding_nb.checkpoints import load_checkpoint, read_checkpoint
 from binding_nb.train import train_run

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb.coverage import COVERAGE_RESULTS, has_run, run_checkpoint
-from binding_nb.train import SPLIT_METRICS
-from binding_nb.train import build_model, make_optimizer, OPTIONAL_RESULTS, train_run
+from binding_nb.coverage import has_run, run_checkpoint
+from binding_nb.evaluation import COVERAGE_RESULTS, OPTIONAL_RESULTS, SPLIT_METRICS
+from binding_nb.train import build_model, make_optimizer, train_run
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.results import CONVERT_ADVICE

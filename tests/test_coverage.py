@@ -8,8 +8,9 @@ import papermill as pm
 import pytest
 import torch
 
-from binding_nb.train import diverged_row, METRICS, SPLIT_METRICS, train_run
-from binding_nb.coverage import COVERAGE_RESULTS, check_eval_memory, eval_memory, run_sweep, summarize_coverage
+from binding_nb.train import train_run
+from binding_nb.evaluation import COVERAGE_RESULTS, diverged_row, METRICS, SPLIT_METRICS
+from binding_nb.coverage import check_eval_memory, eval_memory, run_sweep, summarize_coverage
 from binding_nb.loop import TrainingDiverged
 from binding_nb.config import run_config
 

@@ -15,7 +15,8 @@ from binding_nb.learned import LEARNED_RESULTS, fit_binding, known_binding, lear
 from binding_nb.study import binding_study
 from binding_nb.scenes import ConceptSpace
 from binding_nb.checkpoints import load_model
-from binding_nb.train import evaluate, train_run
+from binding_nb.train import train_run
+from binding_nb.evaluation import evaluate
 from binding_nb.config import run_config, with_architecture
 
 torch.set_num_threads(1)   # two threads stall on a busy 2-core machine

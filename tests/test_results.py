@@ -4,7 +4,7 @@ import os
 import pandas as pd
 import pytest
 
-from binding_nb.coverage import COVERAGE_RESULTS
+from binding_nb.evaluation import COVERAGE_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.study import trained_models
 from binding_nb.results import ResultsTable

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from binding_nb import loop, models, train
+from binding_nb import evaluation, loop, models, train
 from binding_nb.checkpoints import HOW_TO_RUN, load_checkpoint, load_model, read_checkpoint
 from binding_nb.train import train_run
 from binding_nb.config import _NOT_IN_KEY, run_config, RUN_SETTINGS, RunConfig
@@ -458,8 +458,9 @@ def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path,
 def test_a_validation_embeds_every_query_once(monkeypatch):
     """Our validation and the authors' test read the same weights, so a validation embeds every query once, not once
     per test; the selected weights' final test embeds them once more."""
-    calls, embed = [], train.embed_all_queries
-    monkeypatch.setattr(train, "embed_all_queries", lambda *a, **k: (calls.append(1), embed(*a, **k))[1])
+    calls, embed = [], evaluation.embed_all_queries
+    for module in (train, evaluation):                  # where the run calls it, and where the tests do
+        monkeypatch.setattr(module, "embed_all_queries", lambda *a, **k: (calls.append(1), embed(*a, **k))[1])
     cfg = run_config(**CFG)
     row = train_run(cfg, progress=False)
     validations = -(-cfg.steps // cfg.eval_every)
