@@ -24,7 +24,7 @@ import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
-from binding_nb.config import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
+from binding_nb.config import ARCHITECTURES, run_config, RunConfig, with_architecture
 from binding_nb.train import setup_run
 from binding_nb.utils import arg_type, number_in, resolve_device, whole_number
 
@@ -154,7 +154,7 @@ def main() -> None:
     p.add_argument("--seconds", type=arg_type(number_in, low=0, low_open=True), default=20.0, help="time spent in measured steps of each architecture (at least 10 steps)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (the default of training runs on CUDA)")
     p.add_argument("--compile", action="store_true", help="torch.compile the transformer bodies")
-    p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURE_NAMES)
+    p.add_argument("--architectures", nargs="+", default=["transformer", "product-shared"], choices=ARCHITECTURES)
     p.add_argument("--authors", type=Path, help="a checkout of the authors' public code: time their trainer too")
     p.add_argument("--rounds", type=arg_type(whole_number, low=1), help="with --authors: rounds of ours and theirs, timed in turn (3)")
     a = p.parse_args()

@@ -17,9 +17,9 @@ from .tokens import BatchSettings
 from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURE_NAMES',
-           'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'padded_layout',
-           'uses_bf16', 'Preset', 'with_recipe', 'with_architecture']
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURES', 'DataConfig',
+           'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'padded_layout', 'uses_bf16', 'Preset',
+           'with_recipe', 'with_architecture', 'architecture_of']
 
 # %% ../nbs/B4_config.ipynb #62f4e75b
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
@@ -239,11 +239,15 @@ GPU_SCALE = Preset("the authors' GPU scale", dict(steps=50_000, batch_size=512, 
                    only_defaults=True)
 
 # %% ../nbs/B4_config.ipynb #f24ea4f9
-ARCHITECTURE_NAMES = ("transformer", "product-shared", "product-independent")
+ARCHITECTURES = ("transformer", "product-shared", "product-independent")
 
 def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank: int = 64) -> RunConfig:
-    "`cfg` with the towers called `name` (one of `ARCHITECTURE_NAMES`); the product encoders train at `product_lr`."
-    if name not in ARCHITECTURE_NAMES:
-        raise ValueError(f"architecture must be one of {ARCHITECTURE_NAMES}, got {name!r}")
+    "`cfg` with the towers called `name` (one of `ARCHITECTURES`); the product encoders train at `product_lr`."
+    if name not in ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {name!r}")
     if name == "transformer": return cfg.replace(architecture="transformer")
     return cfg.replace(architecture="product", code=name.removeprefix("product-"), lr=product_lr, rank=rank)
+
+def architecture_of(cfg: RunConfig) -> str:
+    "The name of `cfg`'s towers, one of `ARCHITECTURES`: what `with_architecture` was given."
+    return "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"

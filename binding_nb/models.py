@@ -21,13 +21,15 @@ from .tokens import scene_length, SceneBatch, tokenize_queries, tokenize_scenes,
 from .utils import plain_settings, whole_number
 
 # %% auto #0
-__all__ = ['ARCHITECTURES', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
+__all__ = ['TOWERS', 'ModelConfig', 'PackedTokens', 'pack_tokens', 'Packed', 'sinusoidal_positions', 'TokenStem', 'Block',
            'TransformerBody', 'Tower', 'token_tower', 'token_towers', 'query_tower', 'make_towers', 'DualEncoder',
            'n_parameters', 'ValueCode', 'ProductTower', 'product_towers', 'soft_target_ce', 'batch_loss',
            'forward_flops', 'step_flops']
 
 # %% ../nbs/B2_models.ipynb #b8a0ac39
-ARCHITECTURES = ("transformer", "product")
+# the kinds of tower `ModelConfig.architecture` takes; a run names its architecture with the product's code too
+# (`config.ARCHITECTURES`)
+TOWERS = ("transformer", "product")
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -72,8 +74,8 @@ class ModelConfig:
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
         if self.init not in ("default", "xavier"):
             raise ValueError(f"init must be 'default' or 'xavier', got {self.init!r}")
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {self.architecture!r}")
+        if self.architecture not in TOWERS:
+            raise ValueError(f"architecture must be one of {TOWERS}, got {self.architecture!r}")
         if self.code not in ("shared", "independent"):
             raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)

@@ -23,11 +23,11 @@ from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, bindin
                                 unimodal_vs_crossmodal)
 from .approximators import family
 from .sweeps import Cell, holdout_split
-from .config import check_config, run_config, RunConfig
+from .config import architecture_of, check_config, run_config, RunConfig
 from .utils import (in_processes, is_set_aside, number_in, resolve_device, whole_number, writable_folder)
 
 # %% auto #0
-__all__ = ['MODEL_COLUMNS', 'TrainedModel', 'architecture_name', 'train_models', 'trained_models', 'check_study', 'binding_study']
+__all__ = ['MODEL_COLUMNS', 'TrainedModel', 'model_label', 'train_models', 'trained_models', 'check_study', 'binding_study']
 
 # %% ../nbs/06c_binding_study.ipynb #7e2eb151
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ class TrainedModel:
     checkpoint: Path
     row: dict
 
-def architecture_name(cfg: RunConfig) -> str:
-    """05's name of a run's architecture: transformer, product-shared or product-independent; with another input kind,
-    the kind's label first (`InputKind.label`, e.g. 'deep sets h64, ' for B2's example kind)."""
-    name = "transformer" if cfg.architecture == "transformer" else f"product-{cfg.code}"
+def model_label(cfg: RunConfig) -> str:
+    """How a study names a model: its architecture (`architecture_of`); with another input kind than tokens, the kind's
+    label first (`InputKind.label`, e.g. 'deep sets h64, ' for B2's example kind)."""
+    name = architecture_of(cfg)
     if cfg.inputs == "tokens": return name
     return f"{input_kind(cfg.inputs).label(cfg.model.input_settings)}, {name}"   # the kind names itself
 
@@ -85,7 +85,7 @@ MODEL_COLUMNS = dict(C="C", V="V", model_coverage="coverage", model_seed="seed",
                      model_object_acc_in_batch_test_selected_multi="object_acc_in_batch_test_selected_multi")
 
 def _model_fields(m: TrainedModel) -> dict:
-    return dict(run=m.cfg.run_name(), architecture=architecture_name(m.cfg),
+    return dict(run=m.cfg.run_name(), architecture=model_label(m.cfg),
                 **{k: m.row.get(c, float("nan")) for k, c in MODEL_COLUMNS.items()})
 
 def _paper_fits(m: TrainedModel, fractions, seeds, output_dir, options: dict) -> pd.DataFrame:

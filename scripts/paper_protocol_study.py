@@ -30,7 +30,7 @@ from binding_nb.study import binding_study
 from binding_nb.sweeps import grid
 from binding_nb.utils import arg_type, atomic_file, in_processes, read_csv_named, whole_number, writable_folder
 
-ARCHITECTURES = ["product-shared", "product-independent", "transformer"]
+STUDY_ORDER = ["product-shared", "product-independent", "transformer"]   # the architectures, in the order studied
 COVERAGES = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 SEEDS = [0, 1, 2]
 C, V, TRAIN_STEPS = 2, 30, 1500        # 06's models
@@ -45,7 +45,7 @@ OURS_CELLS = grid(["mlp"], [32], [LR]) + grid(["additive", "global_product"], ra
 def study_configs() -> list[RunConfig]:
     "The Fig. 9 study's 81 models, in 06's order (architecture, then coverage, then seed)."
     base = run_config(C=C, V=V, steps=TRAIN_STEPS)
-    return [c for a in ARCHITECTURES for c in sweep_configs(with_architecture(base, a), [[C, V]], COVERAGES, SEEDS)]
+    return [c for a in STUDY_ORDER for c in sweep_configs(with_architecture(base, a), [[C, V]], COVERAGES, SEEDS)]
 
 
 def read_table(into: Path) -> pd.DataFrame:

@@ -15,14 +15,14 @@ import torch
 
 from binding_nb.checkpoints import read_checkpoint
 from binding_nb.train import train_run
-from binding_nb.config import ARCHITECTURE_NAMES, run_config, RunConfig, with_architecture
+from binding_nb.config import ARCHITECTURES, run_config, RunConfig, with_architecture
 
 REFERENCE = Path(__file__).with_name("golden_runs.json")
 # every step validated, so that the log holds the loss of every step; small enough for seconds a run
 TINY = dict(C=2, V=6, coverage=0.6, seed=0, steps=30, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8,
             eval_every=1, ckpt_every=30, log_every=1, n_val_scenes=32, n_test_scenes=64, device="cpu")
 PIXELS = dict(inputs="pixels", input_settings=dict(level=1, image_size=16, square=5, patch=4, conv_depth=1, conv_channels=8))
-RUNS = {**{a: (a, {}) for a in ARCHITECTURE_NAMES}, "pixels L1, transformer": ("transformer", PIXELS)}
+RUNS = {**{a: (a, {}) for a in ARCHITECTURES}, "pixels L1, transformer": ("transformer", PIXELS)}
 NOT_COMPARED = ("train_seconds",)   # how long it took: the machine's, not the code's
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from binding_nb.inputs import INPUTS_GROUP, check_input_kind, registered_inputs, use_inputs
-from binding_nb.models import ARCHITECTURES, ModelConfig
+from binding_nb.models import ModelConfig, TOWERS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "deep_sets_inputs.py"
@@ -34,7 +34,7 @@ def test_no_module_but_the_pixel_module_names_the_pixel_kind():
     assert not hits, hits
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("architecture", TOWERS)
 def test_every_kind_known_and_one_of_ones_own_keep_the_contract(architecture):
     "Each kind known by name, and the example kind named by its file, passes the conformance check at both query-tower architectures."
     kinds = registered_inputs() + [use_inputs(f"{EXAMPLE}:deep_sets")]
@@ -55,7 +55,7 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     "The example kind, named by its file, trains through the coverage sweep, names itself in the run's label, and its checkpoint loads."
     from binding_nb.checkpoints import load_model, run_checkpoint
     from binding_nb.coverage import run_sweep
-    from binding_nb.study import architecture_name
+    from binding_nb.study import model_label
     from binding_nb.config import run_config
     name = use_inputs(f"{EXAMPLE}:deep_sets")
     base = run_config(C=2, V=4, steps=20, batch_size=16, d_model=16, n_layers=1, n_heads=2, d_out=8, eval_every=10, ckpt_every=20,
@@ -63,7 +63,7 @@ def test_a_kind_of_ones_own_trains_through_run_sweep(tmp_path):
     rows = run_sweep(base, [[2, 4]], [0.75], seeds=[0], output_dir=tmp_path, progress=False)
     assert list(rows.status) == ["ok"] and 0 <= rows.object_acc.iloc[0] <= 1
     cfg = base.replace(coverage=0.75, seed=0)
-    assert architecture_name(cfg) == "deep sets h16, transformer"
+    assert model_label(cfg) == "deep sets h16, transformer"
     model, loaded = load_model(run_checkpoint(tmp_path, cfg), device="cpu")
     assert type(model.scene_encoder).__name__ == "DeepSetsTower" and loaded.input_settings.hidden == 16
 

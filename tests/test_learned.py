@@ -213,18 +213,18 @@ def test_binding_study_refuses_bad_input_before_training(monkeypatch):
 
 
 def test_every_input_kind_names_itself_in_the_tables(monkeypatch):
-    "architecture_name asks the input kind for its label: 07's pixels give their level, a kind registered from outside its name (it used to assume a level, and crashed 06 after its fits)."
+    "model_label asks the input kind for its label: 07's pixels give their level, a kind registered from outside its name (it used to assume a level, and crashed 06 after its fits)."
     import dataclasses
     from binding_nb import inputs
-    from binding_nb.study import architecture_name
+    from binding_nb.study import model_label
     @dataclasses.dataclass(frozen=True)
     class Mine:
         width: int = 3
     monkeypatch.setitem(inputs._INPUT_KINDS, "mine", inputs.InputKind("mine", inputs.input_kind("tokens").towers, Mine))
     cfg = run_config(C=2, V=6)
-    assert architecture_name(cfg) == "transformer"
-    assert architecture_name(cfg.replace(inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
-    assert architecture_name(with_architecture(cfg, "product-shared").replace(inputs="mine")) == "mine, product-shared"
+    assert model_label(cfg) == "transformer"
+    assert model_label(cfg.replace(inputs="pixels", input_settings=dict(level=2))) == "pixels L2, transformer"
+    assert model_label(with_architecture(cfg, "product-shared").replace(inputs="mine")) == "mine, product-shared"
 
 
 @pytest.mark.parametrize("params, message", [
