@@ -18,7 +18,7 @@ from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURES', 'DataConfig',
-           'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_config', 'padded_layout', 'uses_bf16', 'Preset',
+           'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_device', 'padded_layout', 'uses_bf16', 'Preset',
            'with_recipe', 'with_architecture', 'architecture_of']
 
 # %% ../nbs/B4_config.ipynb #62f4e75b
@@ -95,7 +95,7 @@ class TrainConfig:
 class Runtime:
     """How a run is computed, not what: left out of `model_key`, and a run resumes under other values (checkpoints:
     `B5_checkpoints`)."""
-    device: str = "auto"          # checked where the run runs (`check_config`)
+    device: str = "auto"          # checked where the run runs (`check_device`)
     amp: str = "auto"             # 'auto' (bf16 autocast on CUDA), 'bf16' or 'fp32'
     compile: bool = False         # torch.compile the transformer bodies
     log_every: int = 50           # read the loss (a host synchronisation) every this many steps
@@ -191,7 +191,7 @@ def run_config(**settings) -> RunConfig:
 
 
 # %% ../nbs/B4_config.ipynb #e9620c54
-def check_config(cfg: RunConfig) -> RunConfig:
+def check_device(cfg: RunConfig) -> RunConfig:
     """`cfg`, once its device is known to be on this machine: every other setting was checked when `cfg` was made, and
     a `ValueError` says what to change when its device is not here."""
     if not isinstance(cfg, RunConfig):

@@ -23,7 +23,7 @@ from .loop import TrainingDiverged
 from .checkpoints import check_checkpoint_path, run_checkpoint
 from .evaluation import COVERAGE_RESULTS, diverged_row, evaluate, METRICS, OPTIONAL_RESULTS
 from .train import train_run
-from .config import check_config, RunConfig
+from .config import check_device, RunConfig
 from .utils import in_processes, legend_below, resolve_device, save_figure, whole_number
 
 # %% auto #0
@@ -38,7 +38,7 @@ def sweep_configs(base: RunConfig | list[RunConfig], spaces, coverages, seeds) -
     cfgs = [b.replace(C=C, V=V, coverage=cov, seed=s)
             for b in bases for C, V in spaces for cov in coverages for s in seeds]
     if not cfgs: raise ValueError("nothing to run: the settings, spaces, coverages and seeds must each be non-empty")
-    for c in cfgs: check_config(c)
+    for c in cfgs: check_device(c)
     return cfgs
 
 # %% ../nbs/05_coverage.ipynb #693af301

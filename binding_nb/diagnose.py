@@ -32,7 +32,7 @@ from .encoders import _builtin_hf, _encoder_name, check_weights, load_encoder
 from .geometry import geometry_report, scene_table
 from .reports import (Stage, leaderboard, markdown_table, read_json, report_slug, write_leaderboard,
                                 write_report)
-from .runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_reason, first_sentence
+from .encoder_runs import DATASETS, RunSpec, check_pug_root, dataset_by_name, failure_reason, first_sentence
 from .scenes import (bag_of_concepts_accuracy, concept_recognition, object_recognition, present_object_mask,
                                present_value_mask)
 from .sweeps import Cell, grid

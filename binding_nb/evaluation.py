@@ -22,9 +22,9 @@ from .scenes import (attribute_swap_negatives, bag_of_concepts_accuracy, concept
 from .utils import fingerprint, make_generator, resolve_device
 
 # %% auto #0
-__all__ = ['PAPER_TEST', 'METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
+__all__ = ['AUTHORS_TEST', 'METRICS', 'SPLIT_METRICS', 'IN_BATCH_METRICS', 'TEST_SELECTED', 'RESULT_COLUMNS', 'OPTIONAL_RESULTS',
            'COVERAGE_RESULTS', 'RunData', 'run_data', 'embed_all_queries', 'recognition', 'evaluate', 'swap_breakdown',
-           'paper_test_scenes', 'paper_test', 'test_selected', 'result_row', 'diverged_row']
+           'authors_test_scenes', 'authors_test', 'test_selected', 'result_row', 'diverged_row']
 
 # %% ../nbs/B4a_evaluation.ipynb #78d2b819
 @dataclass
@@ -36,7 +36,7 @@ class RunData:
     allowed: torch.Tensor    # [|O|] bool: the fit objects, the only ones that may appear as training negatives
     val_scenes: torch.Tensor
     test_scenes: torch.Tensor
-    # ids never trained on: the authors' fresh test samples are drawn from them (`paper_test_scenes`)
+    # ids never trained on: the authors' fresh test samples are drawn from them (`authors_test_scenes`)
     heldout: torch.Tensor
 
 def run_data(cfg: RunConfig, device: torch.device) -> RunData:
@@ -117,29 +117,29 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
                 seen_swap_frac=float(has_seen.float().mean()))
 
 # %% ../nbs/B4a_evaluation.ipynb #b4p00002
-# the authors' test at each validation (`paper_test`)
-PAPER_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi",
+# the authors' test at each validation (`authors_test`)
+AUTHORS_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi",
               "bag_of_concepts_acc_in_batch_multi"]   # the baseline on the same multi-object scenes
 
-def paper_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch.Tensor:
+def authors_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch.Tensor:
     """The authors' fresh test sample at the validation of `step`: `n_test_scenes` scenes of 1 to `max_objects` of the
     `heldout` ids, from a generator seeded by the run's seed and the step."""
     g = make_generator(int(fingerprint("the authors' test", cfg.seed, step, length=8), 16), heldout.device)
     return sample_scenes(cfg.space, heldout, cfg.n_test_scenes, cfg.max_objects, g, check=False)
 
 @torch.inference_mode()
-def paper_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
+def authors_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
                queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
-    """The authors' test at one validation (`PAPER_TEST`): in-batch object recognition of `paper_test_scenes`, overall
+    """The authors' test at one validation (`AUTHORS_TEST`): in-batch object recognition of `authors_test_scenes`, overall
     and of its one-object and multi-object scenes, and the bag of concepts' on those multi-object scenes; nan with no
     held-out object. `queries`: as `evaluate`'s."""
-    if data.n_heldout == 0: return dict.fromkeys(PAPER_TEST, float("nan"))
-    scenes = paper_test_scenes(cfg, data.heldout, step)
+    if data.n_heldout == 0: return dict.fromkeys(AUTHORS_TEST, float("nan"))
+    scenes = authors_test_scenes(cfg, data.heldout, step)
     values, objects = embed_all_queries(model, data.space) if queries is None else queries
     emb = torch.cat([model.embed_scenes(part) for part in scenes.split(512)])
     got = in_batch_recognition(emb, scenes, value_emb=values, object_emb=objects, space=data.space,
                                generator=make_generator(cfg.seed, scenes.device), by_size=True)
-    return {k: got[k] for k in PAPER_TEST}
+    return {k: got[k] for k in AUTHORS_TEST}
 
 
 # %% ../nbs/B4a_evaluation.ipynb #e81a42eb
@@ -164,7 +164,7 @@ RESULT_COLUMNS = ("C", "V", "n_objects", "coverage", "seed", *METRICS, "steps", 
 OPTIONAL_RESULTS = (*SPLIT_METRICS, *IN_BATCH_METRICS, *TEST_SELECTED)
 
 def test_selected(history: list[dict], covers_from: int = 0) -> dict:
-    """The authors' selection: the best in-batch test object recognition over the validations (`paper_test`) logged in
+    """The authors' selection: the best in-batch test object recognition over the validations (`authors_test`) logged in
     `history` that its record covers (from step `covers_from`, `TestBestRecord`), its step, and its one-object and
     multi-object parts there (nan unless every such validation has the first)."""
     covered = [h for h in history if h["step"] >= covers_from]

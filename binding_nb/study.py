@@ -23,7 +23,7 @@ from .learned import (PAPER_STEPS, PAPER_VAL_FRACTION, approximator_seed, bindin
                                 unimodal_vs_crossmodal)
 from .approximators import family
 from .sweeps import Cell, holdout_split
-from .config import architecture_of, check_config, run_config, RunConfig
+from .config import architecture_of, check_device, run_config, RunConfig
 from .utils import (in_processes, is_set_aside, number_in, resolve_device, whole_number, writable_folder)
 
 # %% auto #0
@@ -142,7 +142,7 @@ def check_study(models: Sequence[TrainedModel | RunConfig], fractions: Sequence[
     for m in models:
         if not isinstance(m, (TrainedModel, RunConfig)):
             raise TypeError(f"models are RunConfigs to train or TrainedModels (trained_models), got {type(m).__name__}")
-        cfg = check_config(m) if isinstance(m, RunConfig) else m.cfg
+        cfg = check_device(m) if isinstance(m, RunConfig) else m.cfg
         if cfg.max_objects < 2:
             raise ValueError(f"{cfg.run_name()} reads at most one object: a binding function needs two-object scenes "
                              f"(max_objects >= 2)")

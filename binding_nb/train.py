@@ -14,27 +14,22 @@ from tqdm import tqdm
 
 from .checkpoints import (check_checkpoint_path, load_checkpoint, resume, save_checkpoint, test_record_restarts,
                                     warn_if_batches_change)
-from .config import check_config, padded_layout, RunConfig, uses_bf16
-from .evaluation import embed_all_queries, evaluate, paper_test, result_row, run_data, RunData
+from .config import check_device, padded_layout, RunConfig, uses_bf16
+from .evaluation import embed_all_queries, evaluate, authors_test, result_row, run_data, RunData
 from .loop import add_slow_gradients, train_loop, TrainState, warmup_linear_decay
 from .models import batch_loss, DualEncoder
 from .tokens import BatchSettings, make_batch, SceneBatch
 from .utils import make_generator, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['new_model', 'build_model', 'make_optimizer', 'concept_weight_at', 'TestBestRecord', 'Run', 'setup_run', 'Validation',
-           'train_run']
+__all__ = ['build_model', 'make_optimizer', 'concept_weight_at', 'TestBestRecord', 'Run', 'setup_run', 'Validation', 'train_run']
 
 # %% ../nbs/B4_training.ipynb #3fd3767b
-def new_model(cfg: RunConfig) -> DualEncoder:
-    "A dual encoder of `cfg`'s architecture and input kind, initialised from the global RNG."
-    return DualEncoder(cfg.model)
-
 def build_model(cfg: RunConfig, device: torch.device) -> DualEncoder:
     "A freshly initialised dual encoder, seeded by `cfg.seed` (the global RNG is left untouched), in `cfg.layout`."
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = new_model(cfg).to(device)
+        model = DualEncoder(cfg.model).to(device)
     for tower in (model.scene_encoder, model.query_encoder):
         if hasattr(tower, "stem"): tower.stem.padded = padded_layout(cfg, device)
     return model
@@ -66,7 +61,7 @@ def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
 @dataclass
 class TestBestRecord:
     """The authors' selection, kept beside ours and never used for it: the weights best so far on their test
-    (`paper_test`'s in-batch object recognition), with the score and step, over the steps from `covers_from`."""
+    (`authors_test`'s in-batch object recognition), with the score and step, over the steps from `covers_from`."""
     score: float = -1.0
     step: int = 0
     weights: dict | None = None
@@ -144,9 +139,9 @@ class Validation:
                         queries=self.queries)
 
     def monitor(self) -> dict:
-        "The authors' test at this step (`paper_test`), as `test_*` numbers; its weights kept where they score best."
+        "The authors' test at this step (`authors_test`), as `test_*` numbers; its weights kept where they score best."
         r, step = self.run, self.state.step
-        got, self.queries = paper_test(r.model, r.cfg, r.data, step, self.queries), None
+        got, self.queries = authors_test(r.model, r.cfg, r.data, step, self.queries), None
         self.record.keep(r.model, got["object_acc_in_batch"], step)
         return {f"test_{k}": v for k, v in got.items()}
 
@@ -155,7 +150,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
               progress: bool = True, bar: tqdm | None = None) -> dict | None:
     """Train one run (resuming from `checkpoint` if it exists); its result row, or `None` when stopped at `stop_after`,
     which saves the run there (and so needs a `checkpoint`)."""
-    check_config(cfg)
+    check_device(cfg)
     if stop_after is not None:
         whole_number(stop_after, "stop_after", low=1)
         if checkpoint is None:

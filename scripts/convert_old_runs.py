@@ -34,11 +34,10 @@ from binding_nb.evaluation import COVERAGE_RESULTS
 from binding_nb.complexity import COMPLEXITY_RESULTS
 from binding_nb.learned import LEARNED_RESULTS
 from binding_nb.inputs import input_kind
-from binding_nb.models import Tower
+from binding_nb.models import DualEncoder, Tower
 from binding_nb.pixels import PixelConfig
 from binding_nb.checkpoints import load_model
 from binding_nb.config import run_config, RUN_SETTINGS, RunConfig
-from binding_nb.train import new_model
 from binding_nb.utils import atomic_file, fingerprint, is_set_aside, read_verified, safe_reason, set_aside, write_verified
 
 # ---- what older versions wrote (this file is the only place that knows it) ----
@@ -80,7 +79,7 @@ def new_config(saved: dict) -> dict:
 def new_weights(cfg: RunConfig, weights: dict | None) -> dict | None:
     "`weights` with the keys of each transformer tower renamed as towers now name them."
     if weights is None: return None
-    towers = [n + "." for n, m in new_model(cfg).named_modules() if isinstance(m, Tower)]
+    towers = [n + "." for n, m in DualEncoder(cfg.model).named_modules() if isinstance(m, Tower)]
     out = {}
     for k, v in weights.items():
         tower = next((t for t in towers if k.startswith(t)), None)

@@ -14,7 +14,7 @@ from binding_nb.geometry import geometry_report, probe_split, scene_table
 from binding_nb.geometry.additive import estimate, fit_additive, reconstruct_held_out
 from binding_nb.geometry.tables import edit_cases, editing_table, reconstruction_table
 from binding_nb.paper import GEOMETRY_NUMBERS
-from binding_nb.runs import RunSpec, dataset_by_name, restrict_values, run_geometry
+from binding_nb.encoder_runs import RunSpec, dataset_by_name, restrict_values, run_geometry
 from binding_nb.toys import toy_embeddings
 from binding_nb.scenes import ConceptSpace
 
@@ -225,7 +225,7 @@ class _Words:
 
 def _toy_encoders(monkeypatch, encoders: dict, preflight=lambda name, pretrained=None: None):
     "Make `run_geometry` load `encoders[name]` for `st:<name>` (no model is downloaded) and pre-check weights with `preflight`."
-    import binding_nb.runs as R
+    import binding_nb.encoder_runs as R
     loaded = []
     def load(name, pretrained=None, modality=None, device="auto"):
         loaded.append(name)
@@ -261,7 +261,7 @@ def test_a_failed_run_keeps_the_finished_ones(tmp_path, monkeypatch):
 
 
 def test_a_failed_measurement_keeps_the_others(tmp_path, monkeypatch):
-    import binding_nb.runs as R
+    import binding_nb.encoder_runs as R
     _toy_encoders(monkeypatch, dict(good=_Words(), other=_Words()))
     real = R.geometry_report
     def report(emb, data, **kw):

@@ -12,7 +12,7 @@ from binding_nb.scenes import ConceptSpace
 from binding_nb.tokens import BatchSettings, make_batch
 from binding_nb.checkpoints import load_checkpoint
 from binding_nb.train import train_run
-from binding_nb.config import check_config, run_config
+from binding_nb.config import check_device, run_config
 
 torch.set_num_threads(1)
 NB = Path(__file__).resolve().parents[1] / "nbs" / "07_pixels.ipynb"
@@ -139,22 +139,22 @@ def test_two_squares_that_cannot_always_be_apart_are_refused_naming_the_largest_
     px = lambda **more: dict(input_settings=dict(image_size=size, square=square, patch=2, **more))
     if square > fits:
         for level in (1, 2):
-            with pytest.raises(ValueError, match=message): check_config(run_config(**cfg, **px(level=level)))
+            with pytest.raises(ValueError, match=message): check_device(run_config(**cfg, **px(level=level)))
             with pytest.raises(ValueError, match=message): SquareRenderer(V=6, size=size, square=square, level=level).render(_scenes(8, 6, seed=0, one_object_share=0))
-    else: check_config(run_config(**cfg, **px()))
-    check_config(run_config(**cfg, **px(level=3))); check_config(run_config(**cfg, **px(), max_objects=1))          # overlap allowed, or one square: nothing to keep apart
+    else: check_device(run_config(**cfg, **px()))
+    check_device(run_config(**cfg, **px(level=3))); check_device(run_config(**cfg, **px(), max_objects=1))          # overlap allowed, or one square: nothing to keep apart
     SquareRenderer(V=6, size=size, square=square).render(_scenes(64, 6, seed=0, one_object_share=1.0))  # one-square scenes render at any size
 
 
 def test_no_square_fits_twice_on_a_small_image():
     with pytest.raises(ValueError, match="largest square that always fits twice at levels 1-2 is 4: use an image of side >= 29"):
-        check_config(run_config(C=2, V=6, inputs="pixels", device="cpu", input_settings=dict(image_size=12, patch=4)))
+        check_device(run_config(C=2, V=6, inputs="pixels", device="cpu", input_settings=dict(image_size=12, patch=4)))
 
 
 def test_a_batch_whose_random_tries_all_fail_still_places_its_squares_apart():
     "Image 30, square 10: one batch of 128 two-square scenes in about 180 had no try apart for some scene and stopped training; now that scene gets a corner apart."
     r, scenes = SquareRenderer(V=10, size=30, square=10), torch.randint(0, 10, (128, 2, 2), generator=torch.Generator().manual_seed(0))
-    check_config(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=PixelConfig(image_size=30, square=10, patch=2)))
+    check_device(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=PixelConfig(image_size=30, square=10, patch=2)))
     first, tried, found = _tries_apart(r, scenes, seed=20)
     assert (~found).sum() == 1                                                                   # the random tries alone fail here
     for level in (1, 2):
@@ -182,7 +182,7 @@ def test_the_default_renderer_renders_as_before():
     for level in LEVELS: h.update(SquareRenderer(V=10, level=level).render(scenes, seed=11)[1].numpy().tobytes())
     assert h.hexdigest()[:16] == "ae5e7de2d1cc29a7"
     assert hashlib.sha256(SquareRenderer(V=10).render(scenes, seed=11)[0].numpy().tobytes()).hexdigest()[:16] == "615f3a792df90e80"
-    for level in LEVELS: check_config(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=dict(level=level)))
+    for level in LEVELS: check_device(run_config(C=2, V=10, inputs="pixels", device="cpu", input_settings=dict(level=level)))
 
 
 @pytest.mark.parametrize("scenes, got", [
