@@ -24,13 +24,11 @@ import torch
 
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss, step_flops
-from binding_nb.config import ARCHITECTURES, run_config, RunConfig, with_architecture
+from binding_nb.config import ARCHITECTURES, BENCH_SCALE, run_config, RunConfig, with_architecture
 from binding_nb.train import setup_run
 from binding_nb.utils import arg_type, number_in, resolve_device, whole_number
 
 
-# the reference configuration (coverage aside): every figure of this benchmark and of profile_train.py is taken at it
-REFERENCE = dict(C=2, V=20, max_objects=2, batch_size=256, d_model=128, n_layers=4, n_heads=4, d_out=64)
 
 
 def sync(dev: torch.device) -> None:
@@ -169,7 +167,7 @@ def main() -> None:
             raise SystemExit(f"--authors: their trainer runs on {'cuda' if torch.cuda.is_available() else 'cpu'} "
                              f"here; pass --device auto to time ours there too")
     if a.threads: torch.set_num_threads(a.threads)
-    base = run_config(**REFERENCE, coverage=a.coverage, steps=100_000, device=a.device, compile=a.compile)
+    base = BENCH_SCALE(run_config(coverage=a.coverage, steps=100_000, device=a.device, compile=a.compile))   # every figure at it
     dev = resolve_device(base.device)
     where = {"device": str(dev), "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None,
              "threads": torch.get_num_threads()}

@@ -1,21 +1,18 @@
-"""Profile: where a training step's time goes, at `bench_train.py`'s reference configuration, on one thread.
+"""Profile: where a training step's time goes, at the benchmarks' reference configuration (`BENCH_SCALE`), on one thread.
 
 Run `python benchmarks/profile_train.py [--steps 30] [--compile] [--main-job]` or `--attention`; prints the profiler's
 table of operators by self CPU time over `--steps` steps (batches drawn inside, after 10 warm-up steps). `--main-job`
-profiles the transformer of 05's main job instead (its defaults: d_model 64, 2 layers, 128 scenes, C = 2, V = 50).
+profiles the transformer of 05's main job instead (the library's sizes, C = 2, V = 50).
 `--attention` times one attention call, forward and backward, in the fused kernel and in two written-out forms, at the
 group shapes a batch holds, and prints a table in ms."""
-import argparse, sys, time, torch
-from pathlib import Path
+import argparse, time, torch
 import torch.nn.functional as F
 from torch.profiler import profile, ProfilerActivity
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
-from binding_nb.config import run_config
+from binding_nb.config import BENCH_SCALE, run_config
 from binding_nb.train import setup_run
 
-sys.path.insert(0, str(Path(__file__).parent))
-from bench_train import REFERENCE                     # its reference configuration, at its default coverage below
 MAIN_JOB = dict(C=2, V=50, coverage=0.5)             # 05's defaults otherwise
 # [n sequences, heads, length, head width]: groups of the main job's batches (head width 16) and the reference's (32)
 ATTENTION_SHAPES = [(100, 4, 1, 16), (100, 4, 2, 16), (295, 4, 5, 16), (128, 4, 5, 32), (128, 4, 9, 32),
@@ -71,4 +68,4 @@ if __name__ == "__main__":
         p.error("--attention times the attention forms alone: it takes no --main-job, --compile or --steps")
     torch.set_num_threads(1)
     if a.attention: attention_table()
-    else: step_profile(MAIN_JOB if a.main_job else {**REFERENCE, "coverage": 0.5}, a.steps, a.compile)
+    else: step_profile(MAIN_JOB if a.main_job else {**BENCH_SCALE.settings, "coverage": 0.5}, a.steps, a.compile)

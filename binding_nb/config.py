@@ -17,9 +17,9 @@ from .tokens import BatchSettings
 from .utils import fingerprint, plain_settings, resolve_device, whole_number
 
 # %% auto #0
-__all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'ARCHITECTURES', 'DataConfig',
-           'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_device', 'padded_layout', 'uses_bf16', 'Preset',
-           'with_recipe', 'with_architecture', 'architecture_of']
+__all__ = ['MAX_VALUE_ASSIGNMENTS', 'RUN_PARTS', 'RUN_SETTINGS', 'AUTHORS_RECIPE', 'GPU_SCALE', 'TINY_SCALE', 'BENCH_SCALE',
+           'ARCHITECTURES', 'DataConfig', 'TrainConfig', 'Runtime', 'RunConfig', 'run_config', 'check_device',
+           'padded_layout', 'uses_bf16', 'Preset', 'with_recipe', 'with_architecture', 'architecture_of']
 
 # %% ../nbs/B4_config.ipynb #62f4e75b
 MAX_VALUE_ASSIGNMENTS = 100_000   # per scene size, what the bag-of-concepts baseline may enumerate
@@ -237,6 +237,12 @@ def with_recipe(cfg: RunConfig, recipe: str = "ours") -> RunConfig:
 GPU_SCALE = Preset("the authors' GPU scale", dict(steps=50_000, batch_size=512, d_model=256, n_layers=6, n_heads=4,
                                                   d_out=64, lr=3e-5, eval_every=2500, ckpt_every=2500),
                    only_defaults=True)
+
+# %% ../nbs/B4_config.ipynb #3ef502d3
+TINY_SCALE = Preset("a rehearsal's tiny scale", dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32,
+                                                      lr=3e-3, n_val_scenes=64, n_test_scenes=128))
+BENCH_SCALE = Preset("the benchmarks' reference", dict(C=2, V=20, max_objects=2, batch_size=256, d_model=128, n_layers=4,
+                                                       n_heads=4, d_out=64))
 
 # %% ../nbs/B4_config.ipynb #f24ea4f9
 ARCHITECTURES = ("transformer", "product-shared", "product-independent")

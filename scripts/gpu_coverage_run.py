@@ -29,19 +29,18 @@ import torch
 from binding_nb.loop import train_step
 from binding_nb.models import batch_loss
 from binding_nb.train import setup_run, train_run
-from binding_nb.config import GPU_SCALE, run_config, RunConfig, with_recipe
+from binding_nb.config import GPU_SCALE, run_config, RunConfig, TINY_SCALE, with_recipe
 from binding_nb.utils import arg_type, number_in, resolve_device, writable_folder
 
-TINY_SCALE = dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128)
 TINY_PIXELS = dict(image_size=16, square=6)      # 16 patch tokens: a rehearsal's pixel run fits its few seconds
 SHARES = {"a": 0.25, "b": 0.25, "d": 0.17, "e": 0.13, "c": 0.2}
 
 
 def planned_runs(args) -> list[tuple[str, RunConfig]]:
     "(label, config) of every run, in priority order; steps are the documented maximum, cut to the budget later."
-    scale = TINY_SCALE if args.tiny else GPU_SCALE.settings
+    scale = TINY_SCALE if args.tiny else GPU_SCALE
     v_small, v_large = (6, 8) if args.tiny else (20, 50)
-    base = run_config(C=2, max_objects=2, device=args.device, log_every=200, **scale)
+    base = scale(run_config(C=2, max_objects=2, device=args.device, log_every=200))
     runs = [("a", with_recipe(base.replace(V=v_small, coverage=0.8), "authors")),
             ("b", base.replace(V=v_small, coverage=0.8)),
             ("d", base.replace(V=v_small, coverage=0.8, share_embedding=True)),

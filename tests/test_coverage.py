@@ -122,7 +122,7 @@ def test_bad_input_leaves_what_the_user_had(tmp_path, params, message):
 
 @pytest.mark.parametrize("params, message", [
     (dict(threads=-1), "threads must be >= 0, got -1"),
-    (dict(lr="fast"), "lr must be a finite number, got 'fast'"),
+    (dict(lr="fast"), "lr must be a number, got 'fast'"),
     (dict(product_lr=0), "product_lr must be in (0, inf), got 0"),
     (dict(rank=0, architectures=["transformer"]), "rank must be >= 1, got 0"),
     (dict(spaces=[[2]]), "spaces[0] must be a pair [C, V]"),
@@ -306,11 +306,15 @@ def test_every_notebook_runs_with_papermill_as_is(nb, caplog):
 
 
 def test_the_page_parameters_that_are_run_settings_default_to_the_config(tmp_path):
-    "05's parameters that name a run setting default to the config's value (V aside, the main job's 50): the page declares no size of its own, and GPU_SCALE, which changes the sizes left at the config's defaults, scales the page's."
+    "05's parameters that name a run setting are None (V aside, the main job's 50): the page declares no size of its own, its runs take the library's, and GPU_SCALE, which changes the sizes left at the config's defaults, scales the page's."
     from conftest import run_parameter_check
     from binding_nb.config import RUN_SETTINGS
     page, default = run_parameter_check(NB, output_dir=str(tmp_path / "out")), run_config()
-    shared = sorted(set(page) & set(RUN_SETTINGS) - {"V"})
-    assert {"d_model", "n_layers", "n_heads", "d_out", "steps", "batch_size", "lr"} <= set(shared), shared
-    assert {k: page[k] for k in shared} == {k: getattr(default, k) for k in shared}
+    sizes = {"d_model", "n_layers", "n_heads", "d_out", "steps", "batch_size", "lr"}
+    assert {k: page[k] for k in sizes} == dict.fromkeys(sizes)
+    assert {k: getattr(page["base"], k) for k in sizes} == {k: getattr(default, k) for k in sizes}
+    shared = sorted(set(page) & set(RUN_SETTINGS) - {"V"} - sizes)
+    assert all(page[k] is None or page[k] == getattr(default, k) for k in shared), {k: page[k] for k in shared}
     assert page["V"] == 50 != default.V
+    changed = run_parameter_check(NB, output_dir=str(tmp_path / "out"), d_model=32)["base"]
+    assert changed.d_model == 32 and changed.n_layers == default.n_layers

@@ -73,7 +73,7 @@ def test_06_studies_a_kind_of_ones_own(tmp_path):
     "papermill runs 06 from the repository root on models whose scene towers are the example kind, named by its file (minutes)."
     out = tmp_path / "out"
     params = dict(inputs="examples/deep_sets_inputs.py:deep_sets", architectures='["transformer"]', transformer_coverages="[0.3, 0.9]",
-                  train_steps=60, n_scenes=2000, steps=60, widths="[8]", ranks="[64]", forms='["additive", "global_product"]',
+                  train_steps=60, n_scenes=2000, probe_steps=60, widths="[8]", ranks="[64]", forms='["additive", "global_product"]',
                   n_boot=200, output_dir=str(out), cache_dir=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-m", "papermill", "nbs/06_learned_binding.ipynb", str(tmp_path / "06.ipynb"),
                           *[x for k, v in params.items() for x in ("-p", k, str(v))]], cwd=ROOT, capture_output=True, text=True, timeout=1800)

@@ -92,7 +92,7 @@ def test_one_study_by_papermill(tmp_path):
     "A small study from an empty folder: the known answers, two models, every figure and table; a rerun fits nothing."
     out = tmp_path / "results"
     params = ["-p", "V", "6", "-p", "architectures", '["product-shared", "product-independent"]', "-p", "coverages", "[0.5]",
-              "-p", "train_steps", "200", "-p", "n_scenes", "None", "-p", "widths", "[16]", "-p", "forms", '["global_product"]', "-p", "steps", "40",
+              "-p", "train_steps", "200", "-p", "n_scenes", "None", "-p", "widths", "[16]", "-p", "forms", '["global_product"]', "-p", "probe_steps", "40",
               "-p", "output_dir", str(out), "-p", "cache_dir", str(tmp_path / "cache")]
     run = _papermill(tmp_path, *params, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -111,7 +111,7 @@ def test_one_study_by_papermill(tmp_path):
     (dict(model_dirs='["/nonexistent/coverage"]'), "holds no coverage_results.csv"),
     (dict(architectures='["mlp"]'), "architecture must be one of"),
     (dict(V=10, fraction=0.999), "leaves none of the 100 objects"),
-    (dict(lr=0), "lr must be in (0, inf), got 0"),
+    (dict(probe_lr=0), "probe_lr must be in (0, inf), got 0"),
     (dict(threads=2.5), "threads must be a whole number, got 2.5"),
     (dict(widths='[32, "a"]'), "widths[1] must be a whole number"),
     (dict(ranks="[0]"), "rank of additive must be >= 1"),

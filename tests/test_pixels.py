@@ -106,7 +106,7 @@ def test_small_pixel_study_by_papermill(tmp_path):
     "Two levels and the token transformer at two coverages (Fig. 6's panels), small, from an empty folder: every table and figure; a rerun trains and fits nothing."
     out = tmp_path / "results"
     params = ["-p", "V", "4", "-p", "levels", "[1, 3]", "-p", "coverages", "[0.5, 0.9]", "-p", "train_steps", "60", "-p", "widths", "[16]", "-p", "forms", '["global_product"]',
-              "-p", "steps", "40", "-p", "output_dir", str(out)]
+              "-p", "probe_steps", "40", "-p", "output_dir", str(out)]
     cmd = [sys.executable, "-m", "papermill", str(NB), str(tmp_path / "out.ipynb"), "--cwd", str(NB.parent), *params]
     assert (run := subprocess.run(cmd, capture_output=True, text=True, timeout=900)).returncode == 0, run.stderr[-2000:]
     for name in ("pixel_runs.csv", "binding_study.csv", "binding_table.csv", "beside_clip.csv", "fig6_pixels.png"): assert (out / name).stat().st_size > 0
