@@ -6,9 +6,9 @@ with `steps_per_s` (steps timed back to back, one device synchronisation at the 
 `achieved_gflops` (analytic forward+backward matmul FLOPs per step times steps/s), `matmul_peak_gflops` (a large matmul
 timed in the same process before and after the steps, the better of the two, in bf16 with `--amp`, else fp32) and their
 ratio, and a per-step split into building the batch and the model's step (synchronised after each part, so only
-indicative on a GPU). Reference: d_model 128, 4 layers,
-4 heads, d_out 64, 256 scenes per batch, C=2, V=20, max_objects=2, concept and object queries; the product encoders (rank 64)
-on the same batches, whose FLOPs are not counted (null).
+indicative on a GPU). Reference: the preset `BENCH_SCALE` (binding_nb.config: d_model 128, 4 layers, 4 heads, d_out 64,
+256 scenes per batch, C=2, V=20, max_objects=2), concept and object queries; the product encoders (rank 64) on the same
+batches, whose FLOPs are not counted (null).
 
 With `--authors PATH` (a checkout of the authors' public code, github.com/oshapio/binding-concepts-complexity) it also
 times their trainer (`train_clean.amortizer`, run as it is in this process, wandb disabled) at the same configuration
@@ -27,8 +27,6 @@ from binding_nb.models import batch_loss, step_flops
 from binding_nb.config import ARCHITECTURES, BENCH_SCALE, run_config, RunConfig, with_architecture
 from binding_nb.train import setup_run
 from binding_nb.utils import arg_type, number_in, resolve_device, whole_number
-
-
 
 
 def sync(dev: torch.device) -> None:

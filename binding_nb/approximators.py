@@ -20,7 +20,7 @@ from .geometry.probes import DEAD_DIMENSION
 from .form_fits import finish_lbfgs, moment_start
 from .loop import train_loop, TrainState, TrainingDiverged
 from .scenes import ConceptSpace, bag_of_concepts_accuracy, check_scenes, membership
-from .utils import make_generator, number_in, resolve_device, whole_number
+from .utils import given, make_generator, number_in, resolve_device, whole_number
 
 # %% auto #0
 __all__ = ['PRODUCTS', 'FORMS', 'FAMILIES', 'PROBE_SOLVER', 'ONE_ADAM_START', 'one_hot_scenes', 'chain_product', 'BindingMLP',
@@ -319,8 +319,8 @@ def solver_settings(name: str, starts: int | None = None, moment: bool | None = 
     """How family `name` is fitted: `starts`, `moment` and `finish` as given, checked, and where not given (None) its
     default: `PROBE_SOLVER` for a form probe, `ONE_ADAM_START` for any other family."""
     fam = family(name)
-    given = {k: v for k, v in dict(starts=starts, moment=moment, finish=finish).items() if v is not None}
-    s = {**(PROBE_SOLVER if fam.form is not None else ONE_ADAM_START), **given}
+    default = PROBE_SOLVER if fam.form is not None else ONE_ADAM_START
+    s = {**default, **given(starts=starts, moment=moment, finish=finish)}
     if not isinstance(s["moment"], (bool, np.bool_)):
         raise ValueError(f"moment must be True or False, got {s['moment']!r}")
     if s["moment"] and fam.form is None:

@@ -149,14 +149,15 @@ def test_record_restarts(ck: dict, cfg: RunConfig, path) -> bool:
     weights, or its test was scored on another number of scenes (`n_test_scenes` may change on resume; a record may
     not mix two tests). The record then covers the steps from there only, and `load_model` will not serve its
     weights."""
-    why = ("it was written before binding_nb kept test-best weights" if "test_best_score" not in ck else
+    why = ("it holds no test record: it was written before binding_nb kept test-best weights, or saved without one"
+           if "test_best_score" not in ck else
            f"its test was scored on {ck['config']['n_test_scenes']} scenes, this run's on {cfg.n_test_scenes}"
            if ck["config"]["n_test_scenes"] != cfg.n_test_scenes else None)
     if why is None or ck["step"] == 0: return False
     warnings.warn(f"{path}: the authors' test record starts again after step {ck['step']} ({why}): its test-best step "
                   f"and weights cover the steps from there only, and the authors' protocol will not study them "
                   f"(load_model(weights='test_best') "
-                  f"refuses); train the run afresh to study them", stacklevel=3)
+                  f"refuses); train the run afresh to study them", stacklevel=4)   # the caller of train_run
     return True
 
 def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path, *, padded: bool) -> None:

@@ -301,7 +301,7 @@ def run_complexity(runs: Sequence,  # `RunSpec`s of 03a: each a dataset, an enco
     for c in cells: family(c.family)
     workers = whole_number(workers, "workers (processes side by side)", low=1)
     if resolve_device(device).type == "cuda": workers = 1                    # CUDA does not fork: one process
-    from binding_nb.encoder_runs import embed_runs   # here, not at the top: the encoders load only for a sweep of named runs
+    from binding_nb.encoder_runs import embed_runs   # not at the top: encoders load only for a sweep of named runs
     status, tables = [], {}
     for row, data, emb in embed_runs(runs, cache_dir, embed_batch_size, device, dataset_options, progress):
         if data is not None:

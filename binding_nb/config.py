@@ -239,20 +239,22 @@ GPU_SCALE = Preset("the authors' GPU scale", dict(steps=50_000, batch_size=512, 
                    only_defaults=True)
 
 # %% ../nbs/B4_config.ipynb #3ef502d3
-TINY_SCALE = Preset("a rehearsal's tiny scale", dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4, d_out=32,
-                                                      lr=3e-3, n_val_scenes=64, n_test_scenes=128))
-BENCH_SCALE = Preset("the benchmarks' reference", dict(C=2, V=20, max_objects=2, batch_size=256, d_model=128, n_layers=4,
-                                                       n_heads=4, d_out=64))
+TINY_SCALE = Preset("a rehearsal's tiny scale", dict(steps=400, batch_size=64, d_model=32, n_layers=1, n_heads=4,
+                                                      d_out=32, lr=3e-3, n_val_scenes=64, n_test_scenes=128))
+BENCH_SCALE = Preset("the benchmarks' reference", dict(C=2, V=20, max_objects=2, batch_size=256, d_model=128,
+                                                       n_layers=4, n_heads=4, d_out=64))
 
 # %% ../nbs/B4_config.ipynb #f24ea4f9
 ARCHITECTURES = ("transformer", "product-shared", "product-independent")
 
-def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank: int = 64) -> RunConfig:
-    "`cfg` with the towers called `name` (one of `ARCHITECTURES`); the product encoders train at `product_lr`."
+def with_architecture(cfg: RunConfig, name: str, product_lr: float = 1e-2, rank: int | None = None) -> RunConfig:
+    """`cfg` with the towers called `name` (one of `ARCHITECTURES`); the product encoders train at `product_lr`, with
+    value vectors of width `rank` (None: `cfg`'s)."""
     if name not in ARCHITECTURES:
         raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {name!r}")
     if name == "transformer": return cfg.replace(architecture="transformer")
-    return cfg.replace(architecture="product", code=name.removeprefix("product-"), lr=product_lr, rank=rank)
+    return cfg.replace(architecture="product", code=name.removeprefix("product-"), lr=product_lr,
+                       rank=cfg.rank if rank is None else rank)
 
 def architecture_of(cfg: RunConfig) -> str:
     "The name of `cfg`'s towers, one of `ARCHITECTURES`: what `with_architecture` was given."

@@ -119,7 +119,7 @@ def swap_breakdown(space: ConceptSpace, scenes: torch.Tensor, correct: torch.Ten
 # %% ../nbs/B4a_evaluation.ipynb #b4p00002
 # the authors' test at each validation (`authors_test`)
 AUTHORS_TEST = ["object_acc_in_batch", "object_acc_in_batch_single", "object_acc_in_batch_multi",
-              "bag_of_concepts_acc_in_batch_multi"]   # the baseline on the same multi-object scenes
+                "bag_of_concepts_acc_in_batch_multi"]   # the baseline on the same multi-object scenes
 
 def authors_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> torch.Tensor:
     """The authors' fresh test sample at the validation of `step`: `n_test_scenes` scenes of 1 to `max_objects` of the
@@ -129,10 +129,10 @@ def authors_test_scenes(cfg: RunConfig, heldout: torch.Tensor, step: int) -> tor
 
 @torch.inference_mode()
 def authors_test(model: DualEncoder, cfg: RunConfig, data: RunData, step: int,
-               queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
-    """The authors' test at one validation (`AUTHORS_TEST`): in-batch object recognition of `authors_test_scenes`, overall
-    and of its one-object and multi-object scenes, and the bag of concepts' on those multi-object scenes; nan with no
-    held-out object. `queries`: as `evaluate`'s."""
+                 queries: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict:
+    """The authors' test at one validation (`AUTHORS_TEST`): in-batch object recognition of `authors_test_scenes`,
+    overall and of its one-object and multi-object scenes, and the bag of concepts' on those multi-object scenes; nan
+    with no held-out object. `queries`: as `evaluate`'s."""
     if data.n_heldout == 0: return dict.fromkeys(AUTHORS_TEST, float("nan"))
     scenes = authors_test_scenes(cfg, data.heldout, step)
     values, objects = embed_all_queries(model, data.space) if queries is None else queries

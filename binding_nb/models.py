@@ -75,7 +75,9 @@ class ModelConfig:
         if self.init not in ("default", "xavier"):
             raise ValueError(f"init must be 'default' or 'xavier', got {self.init!r}")
         if self.architecture not in TOWERS:
-            raise ValueError(f"architecture must be one of {TOWERS}, got {self.architecture!r}")
+            raise ValueError(f"architecture must be one of {TOWERS}, got {self.architecture!r} (the kind of "
+                             f"tower; a run's architecture by name, such as 'product-shared', is set by "
+                             f"with_architecture)")
         if self.code not in ("shared", "independent"):
             raise ValueError(f"code must be 'shared' or 'independent', got {self.code!r}")
         whole_number(self.rank, "rank", low=1)

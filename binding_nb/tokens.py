@@ -209,6 +209,9 @@ def make_batch(space: ConceptSpace,
                allowed: torch.Tensor | None = None,
                ) -> SceneBatch:
     "One training batch of scenes with concept and object queries, hard negatives and labels, as `settings` say."
+    if not isinstance(settings, BatchSettings):
+        raise TypeError(f"settings must be a BatchSettings (what each batch holds, checked once), got "
+                        f"{type(settings).__name__}: pass BatchSettings(batch_size, max_objects, ...)")
     s = settings
     n_perturb, swaps_per_scene, max_object_positives = s.n_perturb, s.swaps_per_scene, s.max_object_positives
     concept_queries, fixed_shape = s.concept_queries, s.fixed_shape

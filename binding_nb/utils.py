@@ -34,8 +34,8 @@ __all__ = ['WEIGHT_SUFFIXES', 'FIGURE_DPI', 'PAGE_WIDTH_PX', 'resolve_device', '
            'is_set_aside', 'is_bookkeeping', 'writable_folder', 'CorruptFileError', 'write_verified', 'read_verified',
            'verified_digest', 'safe_reason', 'fingerprint', 'content_digest', 'file_signature', 'numpy_or_torch',
            'seeded_subset', 'whole_number', 'plain_scalar', 'plain_settings', 'number_in', 'arg_type', 'out_csv',
-           'read_csv_named', 'parse_list', 'name_list', 'parse_flag', 'save_figure', 'show_figure', 'legend_below',
-           'show_table', 'in_processes', 'repo_root', 'repo_path', 'front_page_links']
+           'read_csv_named', 'parse_list', 'given', 'name_list', 'parse_flag', 'save_figure', 'show_figure',
+           'legend_below', 'show_table', 'in_processes', 'repo_root', 'repo_path', 'front_page_links']
 
 # %% ../nbs/utils.ipynb #9fe94884
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -353,6 +353,11 @@ def parse_list(value, name: str, of: type | None = None) -> list:
     check = {int: whole_number, float: number_in, str: _text}.get(of)
     if check is None: raise ValueError(f"of must be int, float or str, got {of!r}")
     return [check(v, f"{name}[{i}]") for i, v in enumerate(items)]
+
+# %% ../nbs/utils.ipynb #024d9870
+def given(**values) -> dict:
+    "The `values` that are not None, by name: those left at None fall back to the defaults of what they are passed to."
+    return {k: v for k, v in values.items() if v is not None}
 
 # %% ../nbs/utils.ipynb #5e13df91
 def name_list(value, what: str) -> list:

@@ -122,7 +122,7 @@ def test_bad_input_leaves_what_the_user_had(tmp_path, params, message):
 
 @pytest.mark.parametrize("params, message", [
     (dict(threads=-1), "threads must be >= 0, got -1"),
-    (dict(lr="fast"), "lr must be a number, got 'fast'"),
+    (dict(lr="fast"), "lr must be a finite number, got 'fast'"),
     (dict(product_lr=0), "product_lr must be in (0, inf), got 0"),
     (dict(rank=0, architectures=["transformer"]), "rank must be >= 1, got 0"),
     (dict(spaces=[[2]]), "spaces[0] must be a pair [C, V]"),
@@ -310,7 +310,7 @@ def test_the_page_parameters_that_are_run_settings_default_to_the_config(tmp_pat
     from conftest import run_parameter_check
     from binding_nb.config import RUN_SETTINGS
     page, default = run_parameter_check(NB, output_dir=str(tmp_path / "out")), run_config()
-    sizes = {"d_model", "n_layers", "n_heads", "d_out", "steps", "batch_size", "lr"}
+    sizes = {"d_model", "n_layers", "n_heads", "d_out", "steps", "batch_size", "lr", "rank"}
     assert {k: page[k] for k in sizes} == dict.fromkeys(sizes)
     assert {k: getattr(page["base"], k) for k in sizes} == {k: getattr(default, k) for k in sizes}
     shared = sorted(set(page) & set(RUN_SETTINGS) - {"V"} - sizes)

@@ -232,8 +232,9 @@ print(model.config.input_settings)"""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "PixelConfig(level=2, image_size=16, square=5" in out.stdout
-    src = (Path(__file__).parents[1] / "binding_nb" / "train.py").read_text()
-    assert "pixel" not in src.lower(), "train.py names an input kind"
+    for module in ("train.py", "evaluation.py"):
+        src = (Path(__file__).parents[1] / "binding_nb" / module).read_text()
+        assert "pixel" not in src.lower(), f"{module} names an input kind"
 
 
 def test_the_pixel_settings_are_written_once():

@@ -446,8 +446,9 @@ def test_a_resume_that_cannot_continue_the_test_record_starts_it_again(tmp_path,
         later, message = cfg, "written before binding_nb kept test-best weights"
     else:
         later, message = cfg.replace(n_test_scenes=16), "scored on 128 scenes, this run's on 16"
-    with pytest.warns(UserWarning, match=message):
+    with pytest.warns(UserWarning, match=message) as said:
         row = train_run(later, ck, progress=False)
+    assert [w.filename for w in said if message in str(w.message)] == [__file__]   # it points at the caller of train_run
     saved = read_checkpoint(ck)
     assert saved["test_best_from"] == 21 and saved["test_best_step"] > 20 and row["test_selected_step"] == saved["test_best_step"]
     with pytest.raises(ValueError, match="chosen among the steps from 21 only"):
