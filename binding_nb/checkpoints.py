@@ -163,7 +163,7 @@ def test_record_restarts(ck: dict, cfg: RunConfig, path) -> bool:
 def warn_if_batches_change(ck: dict, cfg: RunConfig, device: torch.device, path, *, padded: bool) -> None:
     """Warn where a run resumes in a layout that draws its batches another way: batches of fixed shape pick capped
     object positives (`max_object_positives`) with other random numbers than the packed layout's; `padded`: whether
-    this run takes the padded layout (`Run.padded`)."""
+    this run takes the padded layout (`Run.batches.fixed_shape`)."""
     layout = ck["config"].get("layout", "auto")
     then = padded_layout(cfg.replace(layout=layout), device)
     if not cfg.max_object_positives or then == padded or ck["step"] == 0: return

@@ -96,8 +96,7 @@ class Run:
     cfg: RunConfig
     device: torch.device
     amp: bool                            # bf16 autocast (`uses_bf16`)
-    padded: bool                         # the padded layout (`padded_layout`): batches of fixed shape
-    batches: BatchSettings               # what each training batch holds (`RunConfig.batch_settings`)
+    batches: BatchSettings               # what each batch holds; of fixed shape in the padded layout (`padded_layout`)
     data: RunData                        # its scenes and object split
     model: torch.nn.Module
     opt: torch.optim.Optimizer
@@ -107,8 +106,7 @@ class Run:
 
 def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     "A run's scenes, fresh model, optimizer and schedule, generator, and a function that draws its next training batch."
-    data, padded = run_data(cfg, device), padded_layout(cfg, device)
-    model = build_model(cfg, device)
+    data, model = run_data(cfg, device), build_model(cfg, device)
     if cfg.compile:
         for tower in (model.scene_encoder, model.query_encoder):
             if hasattr(tower, "body"): tower.body.compile(dynamic=True)
@@ -116,10 +114,10 @@ def setup_run(cfg: RunConfig, device: torch.device) -> Run:
     opt, sched = make_optimizer(model, cfg)
     g = make_generator(cfg.seed, device)
     negatives = data.allowed if cfg.negatives_from == "fit" else torch.ones_like(data.allowed)
-    batches = cfg.batch_settings(fixed_shape=padded)
+    batches = cfg.batch_settings(fixed_shape=padded_layout(cfg, device))
     next_batch = lambda: make_batch(data.space, data.fit, batches, generator=g, allowed=negatives)
-    return Run(cfg, device, amp=uses_bf16(cfg, device), padded=padded, batches=batches, data=data, model=model, opt=opt,
-               sched=sched, g=g, next_batch=next_batch)
+    return Run(cfg, device, amp=uses_bf16(cfg, device), batches=batches, data=data, model=model, opt=opt, sched=sched,
+               g=g, next_batch=next_batch)
 
 # %% ../nbs/B4_training.ipynb #5474115b
 @dataclass(eq=False)
@@ -163,7 +161,7 @@ def train_run(cfg: RunConfig, checkpoint: str | Path | None = None, stop_after: 
     ck = load_checkpoint(path, cfg) if path is not None else None
     state = resume(ck, model, run.opt, run.sched, run.g, path)
     record = TestBestRecord.resumed(ck, cfg, path)
-    if ck is not None: warn_if_batches_change(ck, cfg, run.device, path, padded=run.padded)
+    if ck is not None: warn_if_batches_change(ck, cfg, run.device, path, padded=run.batches.fixed_shape)
     weight = concept_weight_at(cfg)
     loss_fn = lambda model, batch: batch_loss(model, batch, weight(state.step))
     checks = Validation(run, state, record)
