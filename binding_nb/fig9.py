@@ -17,8 +17,9 @@ from .sweeps import best_on_test, select_on_validation
 from .utils import save_figure
 
 # %% auto #0
-__all__ = ['FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_FILE', 'FIG9_NAMES', 'FIG9_SHORT', 'form_vs_generalisation', 'fig9_statistics',
-           'seed_spread', 'plot_form_vs_generalisation', 'plot_fig9_protocols', 'accuracy_span']
+__all__ = ['FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_FILE', 'FIG9_NAMES', 'FIG9_SHORT', 'SELECTIVE', 'ABSORBS',
+           'form_vs_generalisation', 'fig9_statistics', 'seed_spread', 'plot_form_vs_generalisation',
+           'plot_fig9_panels', 'plot_fig9_protocols', 'accuracy_span', 'controls_summary', 'rule_beside_controls']
 
 # %% ../nbs/06b_fig9.ipynb #b2352757
 FIG9_PROTOCOLS = {                                   # per protocol: the model's own column, and the form's
@@ -129,22 +130,22 @@ def plot_form_vs_generalisation(points: pd.DataFrame, table: pd.DataFrame, outpu
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
-def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, form: str = "global_product",
-                        output_dir=None, name: str = "fig9_protocols"):
-    """Fig. 9 under every protocol of `points`, one panel each on shared axes: per model the form's held-out object
-    recognition against the model's own, coloured by architecture; each title gives r with its plain and cluster
-    intervals (`fig9_statistics`'s `stats`)."""
-    protocols = [p for p in FIG9_PROTOCOLS if p in points]
-    fig, axes = plt.subplots(1, len(protocols), figsize=(2.9 * len(protocols), 3.9), squeeze=False, sharex=True,
+def plot_fig9_panels(panels: dict[str, tuple[str, pd.DataFrame, pd.Series]], form: str = "global_product",
+                     output_dir=None, name: str = "fig9_panels"):
+    """Fig. 9 one panel per entry of `panels` (title: its protocol, of `FIG9_PROTOCOLS`; its points,
+    `form_vs_generalisation`'s; and its row of `fig9_statistics`), on shared axes: per model the form's held-out
+    object recognition against the model's own, coloured by architecture; each title gives r with its plain and
+    cluster intervals."""
+    for p, _, _ in panels.values(): _check_protocol(p)
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.9 * len(panels), 3.9), squeeze=False, sharex=True,
                              sharey=True, layout="constrained")
-    archs = {a: f"C{k}" for k, a in enumerate(sorted(set().union(*(points[p].architecture for p in protocols))))}
-    for ax, p in zip(axes[0], protocols):
+    archs = {a: f"C{k}" for k, a in enumerate(sorted(set().union(*(d.architecture for _, d, _ in panels.values()))))}
+    for ax, (title, (p, pts, t)) in zip(axes[0], panels.items()):
         x, y = FIG9_PROTOCOLS[p]
-        d, t = points[p][points[p].form == form], stats.set_index("protocol").loc[p]
-        for arch, da in d.groupby("architecture"):
+        for arch, da in pts[pts.form == form].groupby("architecture"):
             ax.scatter(da[x], da[y], color=archs[arch], s=16, alpha=0.8, label=arch)
         _unit_axes(ax)
-        ax.set_title(f"{FIG9_SHORT[p]}: {int(t.n_models)} models\nr = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}]\n"
+        ax.set_title(f"{title}: {int(t.n_models)} models\nr = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}]\n"
                      f"clusters [{t.r_low_cluster:.2f}, {t.r_high_cluster:.2f}]", fontsize=8)
     axes[0, 0].set_ylabel(f"{form.replace('_', ' ')}'s")
     handles = {h.get_label(): h for ax in axes.flat for h in ax.collections}     # every architecture once, below
@@ -154,6 +155,14 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
     if output_dir is not None: save_figure(fig, output_dir, name)
     return fig
 
+def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, form: str = "global_product",
+                        output_dir=None, name: str = "fig9_protocols"):
+    """Fig. 9 under every protocol of `points` (`plot_fig9_panels`, titled by protocol), with `fig9_statistics`'s
+    `stats` for each."""
+    rows = stats.set_index("protocol")
+    return plot_fig9_panels({FIG9_SHORT[p]: (p, points[p], rows.loc[p]) for p in FIG9_PROTOCOLS if p in points},
+                            form, output_dir, name)
+
 
 # %% ../nbs/06b_fig9.ipynb #fd464cd5
 def accuracy_span(x) -> str:
@@ -161,3 +170,33 @@ def accuracy_span(x) -> str:
     if len(x) == 0: return "none"
     lo, hi = f"{min(x):.2f}", f"{max(x):.2f}"
     return lo if lo == hi else f"{lo}–{hi}"
+
+# %% ../nbs/06b_fig9.ipynb #8877d872
+SELECTIVE = 0.05   # held-out object recognition above the control's by at least this: the probe found structure
+ABSORBS = 0.9      # a control fitting its training scenes this well: the probe can absorb a target without structure
+
+def _count(condition) -> int: return int(np.sum(condition))
+
+def controls_summary(fits: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol and form probe of `fits` (a row per fit beside its control: `object_acc`, `control_object_acc`,
+    `train_r2`, `control_train_r2`, `selectivity`): the number of fits, the spans of the controls' held-out recognition
+    and training R^2, of the probes' training R^2 and of the selectivity, and how many fits are selective."""
+    g = fits.groupby(["protocol", "family"], sort=False)
+    return pd.DataFrame({"fits": g.size(), "control held-out recognition": g.control_object_acc.agg(accuracy_span),
+                         "control training R^2": g.control_train_r2.agg(accuracy_span),
+                         "probe training R^2": g.train_r2.agg(accuracy_span), "selectivity": g.selectivity.agg(accuracy_span),
+                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE))}).reset_index()
+
+def rule_beside_controls(fits: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol, form probe and the memorisation rule's verdict (`regime` 'memorises': `memorises` flags the fit)
+    of `fits`: the number of fits, how many controls absorb their target (training R^2 at least `ABSORBS`), the span
+    of the controls' training R^2, how many fits the rule and the control agree on (it flags exactly those whose control
+    absorbs), and how many are selective (empty where `selectivity` is not measured)."""
+    flags, absorbs = fits.regime.eq("memorises"), fits.control_train_r2 >= ABSORBS
+    d = fits.assign(rule=np.where(flags, "flags", "leaves alone"), absorbs=absorbs, agree=flags == absorbs,
+                    selectivity=fits.get("selectivity", np.nan))
+    g = d.groupby(["protocol", "family", "rule"], sort=False)
+    return pd.DataFrame({"fits": g.size(), f"control absorbs (training R^2 at least {ABSORBS:g})": g.absorbs.sum(),
+                         "control training R^2": g.control_train_r2.agg(accuracy_span), "rule and control agree": g.agree.sum(),
+                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE) if s.notna().any() else None)
+                         }).reset_index()

@@ -20,15 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from binding_nb.fig9 import FIG9_PROTOCOLS, fig9_statistics, form_vs_generalisation
+from binding_nb.fig9 import controls_summary, fig9_statistics, form_vs_generalisation, rule_beside_controls
 from binding_nb.reports import markdown_table
 from binding_nb.sweeps import select_on_validation
 from binding_nb.utils import atomic_file, read_csv_named
 from paper_protocol_study import FORMS, SUFFIX      # the study's forms per protocol, and its name for the authors' reading
 
 N_BOOT = 10_000      # as 06b
-ABSORBS = 0.9        # a control fitted this well on its training scenes: the probe memorised a structureless target
-SELECTIVE = 0.05     # held-out object recognition above the control's by at least this: the probe found structure
 
 
 def read(folder: Path) -> pd.DataFrame:
@@ -46,31 +44,6 @@ def as_read(fits: pd.DataFrame) -> pd.DataFrame:
         ["protocol", "family", "architecture", "model_coverage", "model_seed", "run", "object_acc", "control_object_acc",
          "train_r2", "control_train_r2", "selectivity", "regime"]].sort_values(
         ["protocol", "family", "architecture", "model_coverage", "model_seed"]).reset_index(drop=True)
-
-
-def span(x) -> str:
-    x = pd.Series(x).dropna()
-    return "-" if x.empty else f"{x.min():.2f}" if np.isclose(x.min(), x.max()) else f"{x.min():.2f} to {x.max():.2f}"
-
-
-def controls_table(read_fits: pd.DataFrame) -> pd.DataFrame:
-    "Per protocol and form: the controls' held-out recognition and training fit, and the selectivity."
-    g = read_fits.groupby(["protocol", "family"], sort=False)
-    return pd.DataFrame({"fits": g.size(), "control held-out recognition": g.control_object_acc.agg(span),
-                         "control training R^2": g.control_train_r2.agg(span), "probe training R^2": g.train_r2.agg(span),
-                         "selectivity": g.selectivity.agg(span),
-                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: int((s >= SELECTIVE).sum()))}).reset_index()
-
-
-def rule_vs_control(read_fits: pd.DataFrame) -> pd.DataFrame:
-    """Per protocol, form and memorisation-rule verdict: how many fits the control says absorb a structureless target
-    (training R^2 at least `ABSORBS`) and how many are selective."""
-    d = read_fits.assign(rule=np.where(read_fits.regime == "memorises", "flags", "leaves alone"))
-    g = d.groupby(["protocol", "family", "rule"], sort=False)
-    return pd.DataFrame({"fits": g.size(),
-                         f"control absorbs (training R^2 at least {ABSORBS:g})": g.control_train_r2.agg(lambda s: int((s >= ABSORBS).sum())),
-                         "control training R^2": g.control_train_r2.agg(span),
-                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: int((s >= SELECTIVE).sum()))}).reset_index()
 
 
 def statistics(fits: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
@@ -134,10 +107,10 @@ def write(folder: Path) -> str:
         "## Fig. 9's statistics\n\nPer protocol and form, as 06b computes them (" + f"{N_BOOT:,}"
         + " resamples, seed 0), over the models studied so far.\n\n" + statistics_table(stats),
         "## The controls\n\nEach form-probe fit beside the same probe fitted to its model's control task (`control_binding`), "
-        "per protocol and form: the fits as Fig. 9 reads them (`controls.csv`).\n\n" + markdown_table(controls_table(read_fits)),
+        "per protocol and form: the fits as Fig. 9 reads them (`controls.csv`).\n\n" + markdown_table(controls_summary(read_fits)),
         "## The memorisation rule beside the controls\n\nPer protocol, form and the rule's verdict (`memorises`): how many "
         "fits the control says could absorb a structureless target, and how many are selective.\n\n"
-        + markdown_table(rule_vs_control(read_fits))])
+        + markdown_table(rule_beside_controls(read_fits))])
     with atomic_file(folder / "README.md") as f: f.write((text + "\n").encode())
     return text
 
