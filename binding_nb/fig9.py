@@ -198,5 +198,5 @@ def rule_beside_controls(fits: pd.DataFrame) -> pd.DataFrame:
     g = d.groupby(["protocol", "family", "rule"], sort=False)
     return pd.DataFrame({"fits": g.size(), f"control absorbs (training R^2 at least {ABSORBS:g})": g.absorbs.sum(),
                          "control training R^2": g.control_train_r2.agg(accuracy_span), "rule and control agree": g.agree.sum(),
-                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE) if s.notna().any() else None)
+                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE) if s.notna().any() else None).astype("Int64")
                          }).reset_index()

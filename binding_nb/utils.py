@@ -415,9 +415,12 @@ def legend_below(fig, ax=None, bottom: float = 0.1, ncol: int = 3, handles: dict
 
 # %% ../nbs/utils.ipynb #1081912e
 def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) -> None:
-    "Show `df` on the page as one compact HTML table (no second, plain-text copy), floats to `digits` places."
+    """Show `df` on the page as one compact HTML table (no second, plain-text copy), floats to `digits` places; an empty
+    cell for a missing value, of nullable integers too."""
     from IPython.display import HTML, display
     fmt = None if digits is None else (lambda x: f"{x:.{digits}f}")
+    if len(nullable := df.select_dtypes(["Int64"]).columns):           # to_html writes their missing values as <NA>
+        df = df.astype({c: object for c in nullable}).fillna({c: "" for c in nullable})
     html = df.to_html(index=index, float_format=fmt, na_rep="", border=0, classes="dataframe")
     # the layout whitespace between tags: half of the bytes
     display(HTML(re.sub(r">\s+<", "><", html)))
