@@ -50,8 +50,8 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> tuple[torch.optim.
 
 # %% ../nbs/B4_training.ipynb #86a805f3
 def concept_weight_at(cfg: RunConfig) -> Callable[[int], float]:
-    """The concept-loss weight at each step: `concept_weight`, constant, decayed linearly to 0 by `concept_off_at *
-    steps`, or off until `concept_on_at * steps`."""
+    """The concept-loss weight at each step: `concept_weight`, constant, decayed linearly to 0 by step
+    `concept_off_at` × `steps`, or off until step `concept_on_at` × `steps`."""
     if cfg.concept_on_at: return lambda step: cfg.concept_weight * (step >= cfg.concept_on_at * cfg.steps)
     if not cfg.concept_off_at: return lambda step: cfg.concept_weight
     end = cfg.concept_off_at * cfg.steps
