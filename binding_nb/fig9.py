@@ -19,7 +19,8 @@ from .utils import save_figure
 # %% auto #0
 __all__ = ['FIG9_PROTOCOLS', 'FIG9_FITS', 'FIG9_FILE', 'FIG9_NAMES', 'FIG9_SHORT', 'SELECTIVE', 'ABSORBS',
            'form_vs_generalisation', 'fig9_statistics', 'seed_spread', 'plot_form_vs_generalisation',
-           'plot_fig9_panels', 'plot_fig9_protocols', 'accuracy_span', 'controls_summary', 'rule_beside_controls']
+           'plot_fig9_panels', 'plot_fig9_protocols', 'accuracy_span', 'established', 'n_selective', 'controls_summary',
+           'rule_beside_controls']
 
 # %% ../nbs/06b_fig9.ipynb #b2352757
 FIG9_PROTOCOLS = {                                   # per protocol: the model's own column, and the form's
@@ -166,16 +167,23 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
 
 # %% ../nbs/06b_fig9.ipynb #fd464cd5
 def accuracy_span(x) -> str:
-    "A range of accuracies as text: one value, or 'low–high' ('none' for no value)."
-    if len(x) == 0: return "none"
-    lo, hi = f"{min(x):.2f}", f"{max(x):.2f}"
+    "A range of values (accuracies, R^2) as text: one value or 'low–high', missing values left out ('none' if none)."
+    x = pd.Series(x, dtype=float).dropna()
+    if x.empty: return "none"
+    lo, hi = f"{x.min():.2f}", f"{x.max():.2f}"
     return lo if lo == hi else f"{lo}–{hi}"
+
+def established(t) -> bool:
+    "Whether an `association` row establishes an association: a permutation p below 0.05 and an interval without 0."
+    return bool(t.p_permutation < 0.05 and (t.r_low > 0 or t.r_high < 0))
 
 # %% ../nbs/06b_fig9.ipynb #8877d872
 SELECTIVE = 0.05   # held-out object recognition above the control's by at least this: the probe found structure
 ABSORBS = 0.9      # a control fitting its training scenes this well: the probe can absorb a target without structure
 
-def _count(condition) -> int: return int(np.sum(condition))
+def n_selective(selectivity: pd.Series):
+    "How many fits are selective (`selectivity` at least `SELECTIVE`); None where no selectivity is measured."
+    return int((selectivity >= SELECTIVE).sum()) if selectivity.notna().any() else None
 
 def controls_summary(fits: pd.DataFrame) -> pd.DataFrame:
     """Per protocol and form probe of `fits` (a row per fit beside its control: `object_acc`, `control_object_acc`,
@@ -184,19 +192,23 @@ def controls_summary(fits: pd.DataFrame) -> pd.DataFrame:
     g = fits.groupby(["protocol", "family"], sort=False)
     return pd.DataFrame({"fits": g.size(), "control held-out recognition": g.control_object_acc.agg(accuracy_span),
                          "control training R^2": g.control_train_r2.agg(accuracy_span),
-                         "probe training R^2": g.train_r2.agg(accuracy_span), "selectivity": g.selectivity.agg(accuracy_span),
-                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE))}).reset_index()
+                         "probe training R^2": g.train_r2.agg(accuracy_span),
+                         "selectivity": g.selectivity.agg(accuracy_span),
+                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(n_selective)}).reset_index()
 
 def rule_beside_controls(fits: pd.DataFrame) -> pd.DataFrame:
     """Per protocol, form probe and the memorisation rule's verdict (`regime` 'memorises': `memorises` flags the fit)
     of `fits`: the number of fits, how many controls absorb their target (training R^2 at least `ABSORBS`), the span
-    of the controls' training R^2, how many fits the rule and the control agree on (it flags exactly those whose control
-    absorbs), and how many are selective (empty where `selectivity` is not measured)."""
-    flags, absorbs = fits.regime.eq("memorises"), fits.control_train_r2 >= ABSORBS
-    d = fits.assign(rule=np.where(flags, "flags", "leaves alone"), absorbs=absorbs, agree=flags == absorbs,
-                    selectivity=fits.get("selectivity", np.nan))
+    of the controls' training R^2, on how many fits the rule and the control agree (the rule flags the fit exactly when
+    its control absorbs; a fit without a control counts in neither), and how many are selective (empty where
+    `selectivity` is not measured)."""
+    flags, measured = fits.regime.eq("memorises"), fits.control_train_r2.notna()
+    absorbs = fits.control_train_r2 >= ABSORBS
+    d = fits.assign(rule=np.where(flags, "flags", "leaves alone"), absorbs=absorbs,
+                    agree=measured & (flags == absorbs), selectivity=fits.get("selectivity", np.nan))
     g = d.groupby(["protocol", "family", "rule"], sort=False)
     return pd.DataFrame({"fits": g.size(), f"control absorbs (training R^2 at least {ABSORBS:g})": g.absorbs.sum(),
-                         "control training R^2": g.control_train_r2.agg(accuracy_span), "rule and control agree": g.agree.sum(),
-                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(lambda s: _count(s >= SELECTIVE) if s.notna().any() else None).astype("Int64")
-                         }).reset_index()
+                         "control training R^2": g.control_train_r2.agg(accuracy_span),
+                         "rule and control agree": g.agree.sum(),
+                         f"selective (at least {SELECTIVE:g})": g.selectivity.agg(n_selective).astype("Int64")}
+                        ).reset_index()

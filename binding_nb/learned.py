@@ -32,10 +32,10 @@ from .utils import (file_signature, fingerprint, in_processes, legend_below, mak
 
 # %% auto #0
 __all__ = ['MAX_SCENES', 'HELD_OUT_SETS', 'LEARNED_RESULTS', 'PER_SETTING', 'CONTROL_COLUMNS', 'PAPER_OBJECTS', 'PAPER_STEPS',
-           'PAPER_VAL_FRACTION', 'KNOWN_KINDS', 'QueryProbes', 'binding_scenes', 'LearnedBinding', 'binding_of',
-           'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding', 'control_binding',
-           'with_controls', 'paper_object_sample', 'paper_binding', 'paper_cells', 'unimodal_vs_crossmodal',
-           'known_binding', 'paper_known_answers', 'plot_complexity_learned', 'plot_forms']
+           'PAPER_VAL_FRACTION', 'AUTHORS_READING', 'KNOWN_KINDS', 'QueryProbes', 'binding_scenes', 'LearnedBinding',
+           'binding_of', 'model_split', 'learned_binding', 'approximator_seed', 'held_out_sets', 'fit_binding',
+           'control_binding', 'with_controls', 'paper_object_sample', 'paper_binding', 'paper_cells',
+           'unimodal_vs_crossmodal', 'known_binding', 'paper_known_answers', 'plot_complexity_learned', 'plot_forms']
 
 # %% ../nbs/06_learned_binding.ipynb #8982879d
 @dataclass(eq=False)
@@ -306,6 +306,7 @@ def with_controls(rows: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
 PAPER_OBJECTS = 400         # the authors read a binding function on every ordered pair of at most this many objects ...
 PAPER_STEPS = 4000          # ... and fit each form probe for this many full-batch Adam steps
 PAPER_VAL_FRACTION = 0.01   # their fits read no validation: the least that a split can keep back
+AUTHORS_READING = " (the authors' protocol)"   # a model read as the authors read it is named so: its run name and this
 
 def paper_object_sample(space: ConceptSpace, n_objects: int = PAPER_OBJECTS, seed: int = 0) -> np.ndarray:
     """The objects the authors' protocol reads a binding function on: a seeded `n_objects` of the space's (all of them
@@ -319,7 +320,7 @@ def paper_binding(checkpoint, n_objects: int = PAPER_OBJECTS, seed: int = 0, cac
     """A trained model's binding function as the authors read it: its test-best weights, on every ordered pair of
     `paper_object_sample`, each scene scored among those objects."""
     cfg = run_config(**read_checkpoint(checkpoint)["config"])
-    return learned_binding(checkpoint, name=f"{cfg.run_name()} (the authors' protocol)", cache_dir=cache_dir,
+    return learned_binding(checkpoint, name=cfg.run_name() + AUTHORS_READING, cache_dir=cache_dir,
                            device=device,
                            weights="test_best", among=paper_object_sample(cfg.space, n_objects, seed))
 

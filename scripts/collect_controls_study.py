@@ -8,7 +8,7 @@ learned_results.csv` as it finishes. This reads that table, however far the run 
 - `controls.csv`: every form-probe fit as Fig. 9 reads it (ours: the setting chosen on validation; the authors': their one
   setting, its held-out recognition at its step best on test) beside its control, read the same way: held-out object
   recognition of both, the selectivity, the training R^2 of both (of the weights kept on validation, under both
-  protocols), the held-out R^2 of both (read as the held-out recognition), and the memorisation rule's flag;
+  protocols), the held-out R^2 of both (of the weights kept on validation, as the training R^2), and the memorisation rule's flag;
 - `README.md`: how far the run has come, the statistics, the controls, where the memorisation rule and the controls agree,
   and the models' own numbers against those of the study in `../` (the same models trained again).
 
@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from binding_nb.fig9 import controls_summary, fig9_statistics, form_vs_generalisation, rule_beside_controls
+from binding_nb.learned import AUTHORS_READING
 from binding_nb.reports import markdown_table
 from binding_nb.sweeps import select_on_validation
 from binding_nb.utils import atomic_file, read_csv_named
-from paper_protocol_study import FORMS, SUFFIX      # the study's forms per protocol, and its name for the authors' reading
+from paper_protocol_study import FORMS      # the study's forms per protocol
 
 N_BOOT = 10_000      # as 06b
 
@@ -38,10 +39,9 @@ def as_read(fits: pd.DataFrame) -> pd.DataFrame:
     its numbers at the step best on test."""
     ours = select_on_validation(fits[(fits.protocol == "ours") & fits.family.isin(FORMS["ours"])])
     paper = fits[(fits.protocol == "paper") & fits.family.isin(FORMS["paper"])]
-    paper = paper.assign(object_acc=paper.object_acc_test_selected, control_object_acc=paper.control_object_acc_test_selected,
-                         r2=paper.r2_test_selected, control_r2=paper.control_r2_test_selected)
+    paper = paper.assign(object_acc=paper.object_acc_test_selected, control_object_acc=paper.control_object_acc_test_selected)
     both = pd.concat([ours, paper], ignore_index=True)
-    return both.assign(run=both.run.str.removesuffix(SUFFIX), selectivity=both.object_acc - both.control_object_acc)[
+    return both.assign(run=both.run.str.removesuffix(AUTHORS_READING), selectivity=both.object_acc - both.control_object_acc)[
         ["protocol", "family", "architecture", "model_coverage", "model_seed", "run", "object_acc", "control_object_acc",
          "train_r2", "control_train_r2", "r2", "control_r2", "selectivity", "regime"]].sort_values(
         ["protocol", "family", "architecture", "model_coverage", "model_seed"]).reset_index(drop=True)
@@ -84,7 +84,7 @@ def finished(fits: pd.DataFrame) -> pd.DataFrame:
     """The rows of the models studied under both protocols with every form probe's control (a model's rows from before
     the controls are not yet replaced)."""
     if "control_object_acc" not in fits: return fits.iloc[:0]
-    model = fits.run.str.removesuffix(SUFFIX)
+    model = fits.run.str.removesuffix(AUTHORS_READING)
     done = set(model)
     for protocol, forms in FORMS.items():
         for form in forms:

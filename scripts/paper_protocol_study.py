@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from binding_nb.config import RunConfig, run_config, with_architecture
 from binding_nb.coverage import sweep_configs
-from binding_nb.learned import LEARNED_RESULTS, PAPER_OBJECTS, PAPER_STEPS
+from binding_nb.learned import AUTHORS_READING, LEARNED_RESULTS, PAPER_OBJECTS, PAPER_STEPS
 from binding_nb.study import binding_study
 from binding_nb.sweeps import grid
 from binding_nb.utils import arg_type, atomic_file, in_processes, read_csv_named, whole_number, writable_folder
@@ -37,7 +37,6 @@ C, V, TRAIN_STEPS = 2, 30, 1500        # 06's models
 LR, EVAL_EVERY, FRACTION = 1e-2, 100, 0.5   # 06's probe learning rate, validation cadence and fit share
 OURS = dict(n_scenes=20_000, steps=1500, val_fraction=0.1)   # the study's settings of our protocol
 FORMS = {"ours": ["additive", "global_product"], "paper": ["global_product"]}   # the form probes of each protocol
-SUFFIX = " (the authors' protocol)"                       # the authors' reading of a model is named so
 OURS_CELLS = grid(["mlp"], [32], [LR]) + grid(["additive", "global_product"], ranks=[64], lrs=[LR], inits=[0.3],
                                               init_means=[0.0, 1.0], moment=True, finish=200)
 
@@ -59,7 +58,7 @@ def done_runs(into: Path, controls: list[str], objects: int) -> set[str]:
     of `controls` with its control."""
     fits = read_table(into)
     if not len(fits): return set()
-    model = fits.run.str.removesuffix(SUFFIX)
+    model = fits.run.str.removesuffix(AUTHORS_READING)
     have = fits.assign(model=model, control=fits.control_object_acc.notna() if "control_object_acc" in fits else False)
     have = have[(have.protocol == "ours") | (have.paper_objects == objects)]
     need = [("ours", f) for f in FORMS["ours"] if f in controls] + [("paper", f) for f in FORMS["paper"] if f in controls]
