@@ -261,6 +261,13 @@ def fig9_claim(p: pd.DataFrame) -> dict:
     "Fig. 9's row from the study: the global product's r beside the additive probe's, and who binds."
     corr = committed(f"{FIG9_STUDY}/fig9_correlation.csv").set_index("form")
     paper_corr = committed(f"{FIG9_STUDY}/fig9_correlation_paper_protocol.csv").set_index("form").loc["global_product"]
+    at_400 = committed(f"{FIG9_STUDY}/controls_paper400/fig9_statistics.csv").set_index(["protocol", "form"]).loc[
+        ("paper", "global_product")]      # the authors' protocol at their 400 objects, the models studied so far
+    at_300 = f"({int(paper_corr.n_models)} models, one seed, 300 objects) r = {paper_corr.r:.2f}"
+    authors = (f"at their 400 objects ({int(at_400.n_models)} models) r = {at_400.r:.2f} [{at_400.r_low:.2f}, "
+               f"{at_400.r_high:.2f}] (resampling the architectures: [{at_400.r_low_cluster:.2f}, "
+               f"{at_400.r_high_cluster:.2f}]); {at_300}"
+               if at_400.n_models >= corr.n_models["global_product"] else at_300)   # 400 once every model is read
     pts = committed(f"{FIG9_STUDY}/fig9_points.csv")
     gp, add = (pts[pts.form == f] for f in ("global_product", "additive"))
     c = clustered_association(gp.model_object_acc, gp.object_acc, gp.architecture, n_boot=10_000)   # as 06b computes it
@@ -274,7 +281,7 @@ def fig9_claim(p: pd.DataFrame) -> dict:
             f"r = {g.r_binders:.2f} among the "
             f"{int(g.n_binders)} that bind; additive probe r = {a.r:.2f}, {a.r_binders:.2f} among them; within an "
             f"architecture, global product {span(within['gp'])}, additive {span(within['add'])}; the authors' "
-            f"protocol ({int(paper_corr.n_models)} models, one seed, 300 objects) r = {paper_corr.r:.2f}")
+            f"protocol {authors}")
     why = (f"every model that binds (own held-out recognition above {BINDS:g}) is a product encoder of ours "
            f"({', '.join(bind)}), whose multiplicative form is built in; no transformer binds at CPU scale (their own "
            f"{span(own.get_group('transformer'))}, the bag of concepts "
