@@ -419,7 +419,8 @@ def show_table(df: pd.DataFrame, digits: int | None = 2, index: bool = False) ->
     cell for a missing value, of nullable integers too."""
     from IPython.display import HTML, display
     fmt = None if digits is None else (lambda x: f"{x:.{digits}f}")
-    if len(nullable := df.select_dtypes(["Int64", "Int32", "boolean"]).columns):   # to_html writes their missing values as <NA>
+    nullable = df.select_dtypes(["Int64", "Int32", "boolean"]).columns     # to_html writes their missing values as <NA>
+    if len(nullable):
         df = df.astype({c: object for c in nullable}).fillna({c: "" for c in nullable})
     html = df.to_html(index=index, float_format=fmt, na_rep="", border=0, classes="dataframe")
     # the layout whitespace between tags: half of the bytes
