@@ -51,6 +51,32 @@ def one_thread_jobs(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")        # the jobs' torch, like this process's
 
 
+HOLD = textwrap.dedent("""
+    import os, time
+    from pathlib import Path
+    import binding_nb.checkpoints as checkpoints
+    _save = checkpoints.save_checkpoint
+    def _save_and_hold(path, cfg, model, opt, sched, generator, state, **kw):
+        "Save, then hold the run at its first checkpoint after step 0 until the test releases it."
+        _save(path, cfg, model, opt, sched, generator, state, **kw)
+        gate = Path(os.environ["BINDING_NB_TEST_GATE"])
+        if state.step == 0 or (gate / "release").exists(): return
+        (gate / f"{Path(path).stem}.held").touch()
+        while not (gate / "release").exists(): time.sleep(0.05)
+    checkpoints.save_checkpoint = _save_and_hold
+""")
+
+
+def held_jobs_env(gate: Path) -> dict:
+    """The environment of a process whose jobs stop at their first checkpoint until `gate`/release exists: a
+    `sitecustomize` that each of their Python processes runs first. The test acts on them mid-run however fast the
+    machine trains."""
+    gate.mkdir(parents=True)
+    (gate / "sitecustomize.py").write_text(HOLD)
+    path = os.pathsep.join(filter(None, [str(gate), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "BINDING_NB_TEST_GATE": str(gate)}
+
+
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="finds the jobs' training processes through /proc")
 def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one_thread_jobs):
     """Two local jobs at once, submitted by a script that then exits. Mid-run, one is killed and the other preempted (the
@@ -68,17 +94,20 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
                          executor=ex, wait=False, progress=False)
         assert rows.empty                      # returned at once
     """)
-    # the jobs inherit a lower priority than this test's: on a busy machine it still watches them, and kills them
-    # mid-run, instead of waiting for the CPU until they have finished
-    subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=120, preexec_fn=lambda: os.nice(10))
+    gate = tmp_path / "gate"                # each job stops at its first checkpoint until the test releases it
+    subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=120, env=held_jobs_env(gate))
     states = run_states(cfgs, there)
     assert states.state.tolist() == ["in flight"] * 2, states            # jobs of another process, still running
     first, second = states.job_id
     cks = [there / "checkpoints" / f"{c.run_name()}.pt" for c in cfgs]
-    until(lambda: all(ck.exists() and read_checkpoint(ck)["step"] >= 50 for ck in cks), "a checkpoint of each run")
+    until(lambda: all((gate / f"{ck.stem}.held").exists() for ck in cks), "each run to reach its first checkpoint")
+    assert all(0 < read_checkpoint(ck)["step"] < base.steps for ck in cks)          # both mid-run
     for pid in children(first): os.kill(pid, signal.SIGKILL)            # as an out-of-memory killer would
     for pid in children(second): os.kill(pid, submitit.JobEnvironment._usr_sig())   # as Slurm does before preempting
     states = until(lambda: s if (s := run_states(cfgs, there)).state[0] != "in flight" else None, "the killed job to end")
+    second_log = Path(json.loads((there / "jobs" / f"{cfgs[1].run_name()}.json").read_text())["stdout"])
+    until(lambda: "Calling checkpoint method" in second_log.read_text(), "the preempted job to checkpoint")
+    (gate / "release").touch()                                          # the requeued job trains on to the end
     assert read_checkpoint(cks[0])["step"] < base.steps
     assert states.state[0] == "failed" and "ended without a result" in states.reason[0], states
     assert Path(states.log[0]).exists() and states.job_id[0] == first

@@ -27,9 +27,10 @@ def test_resume_after_kill(tmp_path, uninterrupted):
         torch.set_num_threads(1)
         cfg = config.run_config(**{CFG!r})
         save = train.save_checkpoint
-        def slow_save(*args, **kw):        # slow the run down after each checkpoint so the kill lands mid-way
-            save(*args, **kw); time.sleep(0.5)
-        train.save_checkpoint = slow_save
+        def save_and_hold(*args, **kw):    # hold the run at its first checkpoint past step 20: the kill lands mid-way
+            save(*args, **kw)              # however fast the machine trains
+            if args[6].step >= 20: time.sleep(600)
+        train.save_checkpoint = save_and_hold
         train.train_run(cfg, {str(ck)!r}, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
