@@ -28,6 +28,7 @@ from binding_nb.utils import atomic_file, read_csv_named
 from paper_protocol_study import FORMS      # the study's forms per protocol
 
 N_BOOT = 10_000      # as 06b
+STUDY_MODELS = 81    # the Fig. 9 study: 3 architectures, 9 coverages, 3 seeds
 
 
 def read(folder: Path) -> pd.DataFrame:
@@ -75,7 +76,8 @@ def against_study(folder: Path, fits: pd.DataFrame) -> str:
     ours = study[study.protocol == "ours"].merge(fits[fits.protocol == "ours"], on=key, suffixes=("_study", ""))
     if ours.empty: return "No model of the study has been studied again yet."
     d = lambda c: float(np.nanmax(np.abs(ours[c] - ours[f"{c}_study"])))
-    return (f"The {ours.run.nunique()} models studied so far, trained again, against the study's (`../binding_study.csv`): "
+    n, whole = ours.run.nunique(), study.loc[study.protocol == "ours", "run"].nunique()
+    return (f"The {n} models studied{' so far' if n < whole else ''}, trained again, against the study's (`../binding_study.csv`): "
             f"their own held-out object recognition differs by at most {d('model_object_acc'):.4f}, and our {len(ours)} fits' "
             f"held-out recognition by at most {d('object_acc'):.4f}.")
 
@@ -103,10 +105,11 @@ def write(folder: Path) -> str:
     text = "\n\n".join([
         "# results/learned/fig9_study/controls_paper400: Fig. 9's study with controls and the authors' 400 objects",
         (folder / "provenance.md").read_text().strip(),
-        f"## How far it has come\n\n{int(arch.sum())} of 81 models studied under both protocols ("
+        f"## How far it has come\n\n{int(arch.sum())} of {STUDY_MODELS} models studied under both protocols ("
         + ", ".join(f"{a}: {n}" for a, n in arch.items()) + "). " + against_study(folder, fits),
         "## Fig. 9's statistics\n\nPer protocol and form, as 06b computes them (" + f"{N_BOOT:,}"
-        + " resamples, seed 0), over the models studied so far.\n\n" + statistics_table(stats),
+        + f" resamples, seed 0), over the models studied{' so far' if arch.sum() < STUDY_MODELS else ''}.\n\n"
+        + statistics_table(stats),
         "## The controls\n\nEach form-probe fit beside the same probe fitted to its model's control task (`control_binding`), "
         "per protocol and form: the fits as Fig. 9 reads them (`controls.csv`).\n\n" + markdown_table(controls_summary(read_fits)),
         "## The memorisation rule beside the controls\n\nPer protocol, form and the rule's verdict (`memorises`): how many "
