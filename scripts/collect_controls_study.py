@@ -28,7 +28,6 @@ from binding_nb.utils import atomic_file, read_csv_named
 from paper_protocol_study import FORMS      # the study's forms per protocol
 
 N_BOOT = 10_000      # as 06b
-STUDY_MODELS = 81    # the Fig. 9 study: 3 architectures, 9 coverages, 3 seeds
 
 
 def read(folder: Path) -> pd.DataFrame:
@@ -102,13 +101,15 @@ def write(folder: Path) -> str:
     read_fits = as_read(fits)
     read_fits.to_csv(folder / "controls.csv", index=False)
     arch = fits[fits.protocol == "ours"].drop_duplicates("run").architecture.value_counts().sort_index()
+    whole = read_csv_named(folder.parent / "binding_study.csv", "restore the study folder from git").query(
+        "protocol == 'ours'").run.nunique()                 # the models of the study studied again here
     text = "\n\n".join([
         "# results/learned/fig9_study/controls_paper400: Fig. 9's study with controls and the authors' 400 objects",
         (folder / "provenance.md").read_text().strip(),
-        f"## How far it has come\n\n{int(arch.sum())} of {STUDY_MODELS} models studied under both protocols ("
+        f"## The models studied\n\n{int(arch.sum())} of {whole} models studied under both protocols ("
         + ", ".join(f"{a}: {n}" for a, n in arch.items()) + "). " + against_study(folder, fits),
         "## Fig. 9's statistics\n\nPer protocol and form, as 06b computes them (" + f"{N_BOOT:,}"
-        + f" resamples, seed 0), over the models studied{' so far' if arch.sum() < STUDY_MODELS else ''}.\n\n"
+        + f" resamples, seed 0), over the models studied{' so far' if arch.sum() < whole else ''}.\n\n"
         + statistics_table(stats),
         "## The controls\n\nEach form-probe fit beside the same probe fitted to its model's control task (`control_binding`), "
         "per protocol and form: the fits as Fig. 9 reads them (`controls.csv`).\n\n" + markdown_table(controls_summary(read_fits)),

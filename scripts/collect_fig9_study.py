@@ -152,8 +152,18 @@ def reading(folder: Path, points: dict[str, pd.DataFrame], stats: pd.DataFrame) 
                       for n, d in known[known.paper_objects > n_read].groupby("paper_objects"))
             + (f" Over the {len(kept)} models whose fits hold (held-out R^2 at least 0.80: the {', '.join(sound)} models), a "
                f"subset chosen after seeing the fits, r = {held['r']:.2f} [{held['r_low']:.2f}, {held['r_high']:.2f}]."
-               if held else ""))
+               if held else "") + at_400(folder))
     return "\n".join(out)
+
+
+def at_400(folder: Path) -> str:
+    "The authors' protocol at their 400 objects over the models studied again (`controls_paper400/`), where it was run."
+    path = folder / "controls_paper400" / "fig9_statistics.csv"
+    if not path.is_file(): return ""
+    t = pd.read_csv(path).set_index(["protocol", "form"]).loc[("paper", "global_product")]
+    return (f" At their {PAPER_OBJECTS} objects, on the {int(t.n_models)} models studied again with controls "
+            f"(`controls_paper400/`): r = {t.r:.2f} [{t.r_low:.2f}, {t.r_high:.2f}] (resampling the architectures, "
+            f"[{t.r_low_cluster:.2f}, {t.r_high_cluster:.2f}]).")
 
 
 def study_readme(folder: Path) -> str:

@@ -100,14 +100,16 @@ def test_local_jobs_match_in_process_after_a_kill_and_a_preemption(tmp_path, one
     assert states.state.tolist() == ["in flight"] * 2, states            # jobs of another process, still running
     first, second = states.job_id
     cks = [there / "checkpoints" / f"{c.run_name()}.pt" for c in cfgs]
-    until(lambda: all((gate / f"{ck.stem}.held").exists() for ck in cks), "each run to reach its first checkpoint")
-    assert all(0 < read_checkpoint(ck)["step"] < base.steps for ck in cks)          # both mid-run
-    for pid in children(first): os.kill(pid, signal.SIGKILL)            # as an out-of-memory killer would
-    for pid in children(second): os.kill(pid, submitit.JobEnvironment._usr_sig())   # as Slurm does before preempting
-    states = until(lambda: s if (s := run_states(cfgs, there)).state[0] != "in flight" else None, "the killed job to end")
-    second_log = Path(json.loads((there / "jobs" / f"{cfgs[1].run_name()}.json").read_text())["stdout"])
-    until(lambda: "Calling checkpoint method" in second_log.read_text(), "the preempted job to checkpoint")
-    (gate / "release").touch()                                          # the requeued job trains on to the end
+    try:
+        until(lambda: all((gate / f"{ck.stem}.held").exists() for ck in cks), "each run to reach its first checkpoint")
+        assert all(0 < read_checkpoint(ck)["step"] < base.steps for ck in cks)          # both mid-run
+        for pid in children(first): os.kill(pid, signal.SIGKILL)            # as an out-of-memory killer would
+        for pid in children(second): os.kill(pid, submitit.JobEnvironment._usr_sig())  # as Slurm does before preempting
+        states = until(lambda: s if (s := run_states(cfgs, there)).state[0] != "in flight" else None,
+                       "the killed job to end")
+        second_log = Path(json.loads((there / "jobs" / f"{cfgs[1].run_name()}.json").read_text())["stdout"])
+        until(lambda: "Calling checkpoint method" in second_log.read_text(), "the preempted job to checkpoint")
+    finally: (gate / "release").touch()          # the requeued job trains on to the end; a failed test leaves none held
     assert read_checkpoint(cks[0])["step"] < base.steps
     assert states.state[0] == "failed" and "ended without a result" in states.reason[0], states
     assert Path(states.log[0]).exists() and states.job_id[0] == first
