@@ -82,9 +82,7 @@ def evaluate(model: DualEncoder, space: ConceptSpace, scenes: torch.Tensor, *, m
     model's `embed_all_queries`, where the caller has them already."""
     nan = float("nan")
     if len(scenes) == 0:
-        return dict.fromkeys(["concept_acc", "object_acc", "object_acc_hard", "bag_of_concepts_acc"]
-                             + (["concept_acc_in_batch", "object_acc_in_batch",
-                                 "bag_of_concepts_acc_in_batch"] if in_batch else []), nan)
+        return dict.fromkeys(METRICS + (IN_BATCH_METRICS if in_batch else []), nan)   # declared with the results row
     if int(scene_sizes(scenes).max()) > max_objects:
         raise ValueError(f"a scene has {int(scene_sizes(scenes).max())} objects but the model reads at most "
                          f"max_objects={max_objects}; evaluate scenes of at most {max_objects} objects")
