@@ -167,8 +167,8 @@ def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, fo
 
 # %% ../nbs/06b_fig9.ipynb #fd464cd5
 def accuracy_span(x) -> str:
-    """A range of values (accuracies, R^2) as text: one value, 'low–high', or 'low to high' where low is negative (so that
-    a dash is never read as a minus); missing values left out ('none' if none)."""
+    """A range of values (accuracies, R^2) as text: one value, 'low–high', or 'low to high' where low is negative (so
+    that a dash is never read as a minus); missing values left out ('none' if none)."""
     x = pd.Series(x, dtype=float).dropna()
     if x.empty: return "none"
     lo, hi = f"{x.min():.2f}", f"{x.max():.2f}"

@@ -270,9 +270,10 @@ _DECLARED = dict(float=(lambda v: isinstance(v, numbers.Real) and not isinstance
 def plain_settings(settings) -> None:
     """Make the fields of the dataclass instance `settings` (frozen or not) plain Python values of their declared types,
     in place: numpy scalars become Python scalars (`plain_scalar`), integral floats in fields declared `int` become
-    ints, and ints in fields declared `float` floats (`lr=1` is `lr=1.0`). A value of another type in a `float`, `bool` or `str` field (a bool for a number, the text 'false' for a bool)
-    raises a `ValueError` naming the field, so that one setting has one value and one run name. Fields declared `int`
-    are left to `whole_number`, which the class's own check calls with the setting's longer name."""
+    ints, and ints in fields declared `float` floats (`lr=1` is `lr=1.0`). A value of another type in a `float`, `bool`
+    or `str` field (a bool for a number, the text 'false' for a bool) raises a `ValueError` naming the field, so that
+    one setting has one value and one run name. Fields declared `int` are left to `whole_number`, which the class's own
+    check calls with the setting's longer name."""
     for f in dataclasses.fields(settings):
         v = plain_scalar(getattr(settings, f.name))
         declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
