@@ -263,11 +263,10 @@ def fig9_claim(p: pd.DataFrame) -> dict:
     paper_corr = committed(f"{FIG9_STUDY}/fig9_correlation_paper_protocol.csv").set_index("form").loc["global_product"]
     at_400 = committed(f"{FIG9_STUDY}/controls_paper400/fig9_statistics.csv").set_index(["protocol", "form"]).loc[
         ("paper", "global_product")]      # the authors' protocol at their 400 objects, the models studied
-    at_300 = f"({int(paper_corr.n_models)} models, one seed, 300 objects) r = {paper_corr.r:.2f}"
+    at_300 = f"at 300 objects ({int(paper_corr.n_models)} models, one seed) r = {paper_corr.r:.2f}"
     authors = (f"at their 400 objects ({int(at_400.n_models)} models) r = {at_400.r:.2f} [{at_400.r_low:.2f}, "
                f"{at_400.r_high:.2f}] (resampling the architectures: [{at_400.r_low_cluster:.2f}, "
-               f"{at_400.r_high_cluster:.2f}]), at 300 objects ({int(paper_corr.n_models)} models, one seed) "
-               f"r = {paper_corr.r:.2f}"
+               f"{at_400.r_high_cluster:.2f}]), {at_300}"
                if at_400.n_models >= corr.n_models["global_product"] else at_300)   # 400 once every model is read
     pts = committed(f"{FIG9_STUDY}/fig9_points.csv")
     gp, add = (pts[pts.form == f] for f in ("global_product", "additive"))

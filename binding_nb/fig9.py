@@ -157,11 +157,12 @@ def plot_fig9_panels(panels: dict[str, tuple[str, pd.DataFrame, pd.Series]], for
     return fig
 
 def plot_fig9_protocols(points: dict[str, pd.DataFrame], stats: pd.DataFrame, form: str = "global_product",
-                        output_dir=None, name: str = "fig9_protocols"):
-    """Fig. 9 under every protocol of `points` (`plot_fig9_panels`, titled by protocol), with `fig9_statistics`'s
-    `stats` for each."""
+                        output_dir=None, name: str = "fig9_protocols", paper_objects: int | None = None):
+    """Fig. 9 under every protocol of `points` (`plot_fig9_panels`, titled by protocol, the authors' with the
+    `paper_objects` it read where given), with `fig9_statistics`'s `stats` for each."""
     rows = stats.set_index("protocol")
-    return plot_fig9_panels({FIG9_SHORT[p]: (p, points[p], rows.loc[p]) for p in FIG9_PROTOCOLS if p in points},
+    title = lambda p: FIG9_SHORT[p] + (f", {paper_objects} objects" if p == "paper" and paper_objects else "")
+    return plot_fig9_panels({title(p): (p, points[p], rows.loc[p]) for p in FIG9_PROTOCOLS if p in points},
                             form, output_dir, name)
 
 

@@ -68,9 +68,9 @@ def statistics_table(stats: pd.DataFrame) -> str:
         "r among the models that bind": [f"{r:.2f} ({int(n)})" for r, n in zip(stats.r_binders, stats.n_binders)]}))
 
 
-def against_study(folder: Path, fits: pd.DataFrame) -> str:
-    "The models trained again, against the study's: their own numbers and our fits', where both hold a model."
-    study = read_csv_named(folder.parent / "binding_study.csv", "restore the study folder from git")
+def against_study(study: pd.DataFrame, fits: pd.DataFrame) -> str:
+    """The models trained again, against the study's (`binding_study.csv`): their own numbers and our fits', where both
+    hold a model."""
     key = ["run", "family", "init_mean"]
     ours = study[study.protocol == "ours"].merge(fits[fits.protocol == "ours"], on=key, suffixes=("_study", ""))
     if ours.empty: return "No model of the study has been studied again yet."
@@ -101,13 +101,13 @@ def write(folder: Path) -> str:
     read_fits = as_read(fits)
     read_fits.to_csv(folder / "controls.csv", index=False)
     arch = fits[fits.protocol == "ours"].drop_duplicates("run").architecture.value_counts().sort_index()
-    whole = read_csv_named(folder.parent / "binding_study.csv", "restore the study folder from git").query(
-        "protocol == 'ours'").run.nunique()                 # the models of the study studied again here
+    study = read_csv_named(folder.parent / "binding_study.csv", "restore the study folder from git")
+    whole = study.loc[study.protocol == "ours", "run"].nunique()      # the models of the study, studied again here
     text = "\n\n".join([
         "# results/learned/fig9_study/controls_paper400: Fig. 9's study with controls and the authors' 400 objects",
         (folder / "provenance.md").read_text().strip(),
         f"## The models studied\n\n{int(arch.sum())} of {whole} models studied under both protocols ("
-        + ", ".join(f"{a}: {n}" for a, n in arch.items()) + "). " + against_study(folder, fits),
+        + ", ".join(f"{a}: {n}" for a, n in arch.items()) + "). " + against_study(study, fits),
         "## Fig. 9's statistics\n\nPer protocol and form, as 06b computes them (" + f"{N_BOOT:,}"
         + f" resamples, seed 0), over the models studied{' so far' if arch.sum() < whole else ''}.\n\n"
         + statistics_table(stats),
